@@ -1,0 +1,43 @@
+# runoff: `make demo` and `make test` are the two commands a newcomer needs.
+SHELL := /bin/bash
+UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+RUN := $(UV) run --frozen
+
+.PHONY: install demo test lint typecheck pytest bench soak airflow check-java clean
+
+# Bootstrap uv when it is missing (PyPI only), then install the locked environment.
+install: check-java
+	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet --user uv
+	$(UV) sync --frozen
+
+check-java:
+	@command -v java >/dev/null 2>&1 || { echo "runoff: Java 17+ is required (Spark runs on the JVM): install a Java 17 runtime, e.g. 'apt-get install openjdk-17-jre-headless'" >&2; exit 1; }
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	  [ -n "$$v" ] && [ "$$v" -ge 17 ] || { echo "runoff: Java 17+ is required, found '$$(java -version 2>&1 | head -1)'" >&2; exit 1; }
+
+demo: install
+	$(RUN) runoff demo
+
+lint: install
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+
+typecheck: install
+	$(RUN) mypy
+
+pytest: install
+	$(RUN) pytest
+
+test: lint typecheck pytest
+
+bench: install
+	$(RUN) python -m benchmarks
+
+soak: install
+	RUNOFF_SOAK_RUNS=50 $(RUN) pytest -m soak tests/integration
+
+airflow: install
+	$(RUN) python -m dags.standalone
+
+clean:
+	rm -rf .runoff .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""runoff jobs: PySpark jobs (pure transforms + thin run()) and the `runoff` CLI."""

@@ -1,0 +1,241 @@
+"""The `runoff` command line (DESIGN.md, "CLI contract").
+
+Each command lives in its own module and exposes `cmd_<name>(config, args) -> int`; this module
+parses arguments, builds the configuration once and turns errors into one line on stderr and a
+non-zero exit code (`--verbose` adds the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime
+
+from jobs.catalog import DATASET_NAMES
+from jobs.config import RunoffConfig
+from jobs.errors import RunoffError
+
+Handler = Callable[[RunoffConfig, argparse.Namespace], int]
+
+
+# -- argument types: each rejects bad input with a message argparse prints as one line ------
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1")
+    return value
+
+
+def iso_datetime(text: str) -> datetime:
+    """ISO-8601 date or date-time; naive values are taken as UTC."""
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO-8601 date or time (e.g. 2024-01-01 or 2024-01-01T00:00:00Z)"
+        ) from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def iso_date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date of the form YYYY-MM-DD") from None
+
+
+def duration(text: str) -> str:
+    """A Spark interval such as "1 hour" or "10 minutes"."""
+    import re
+
+    if not re.fullmatch(r"\s*\d+\s+(second|minute|hour|day|week)s?\s*", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration like '10 minutes' or '1 hour'"
+        )
+    return text.strip()
+
+
+def dataset_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "dataset",
+        choices=DATASET_NAMES,
+        metavar="dataset",
+        help=f"one of: {', '.join(DATASET_NAMES)}",
+    )
+
+
+# -- commands -----------------------------------------------------------------------------
+# name -> (module, help, add_arguments). A command is offered only when its module exists.
+def _generate_args(p: argparse.ArgumentParser) -> None:
+    dataset_arg(p)
+    p.add_argument("--files", type=positive_int, help="number of files (dataset default)")
+    p.add_argument("--rows-per-file", type=positive_int, help="records per file")
+    p.add_argument("--start", type=iso_datetime, help="event time of the first record (ISO-8601)")
+    p.add_argument("--seed", type=int, default=0, help="random seed: same seed, same bytes")
+    p.add_argument(
+        "--malformed-rate", type=rate, default=0.0, help="share of extra malformed lines (0..1)"
+    )
+    p.add_argument(
+        "--late-rate",
+        type=rate,
+        default=0.0,
+        help="share of records that land in a later file than their event time",
+    )
+
+
+def _bronze_args(p: argparse.ArgumentParser) -> None:
+    dataset_arg(p)
+    p.add_argument("--trigger", choices=("available-now", "once"), default="available-now")
+    p.add_argument("--max-files-per-trigger", type=positive_int)
+    p.add_argument("--max-bytes-per-trigger", type=positive_int)
+
+
+def _silver_args(p: argparse.ArgumentParser) -> None:
+    dataset_arg(p)
+    p.add_argument("--watermark", type=duration, help="override the dataset's watermark")
+    p.add_argument(
+        "--max-files-per-trigger",
+        type=positive_int,
+        help="bronze files per micro-batch (default: all available)",
+    )
+
+
+def _validate_args(p: argparse.ArgumentParser) -> None:
+    dataset_arg(p)
+    p.add_argument("--layer", choices=("bronze", "silver", "all"), default="all")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="validate whole tables, not only what changed since the last validation",
+    )
+
+
+def _dataset_only(p: argparse.ArgumentParser) -> None:
+    dataset_arg(p)
+
+
+def _backfill_args(p: argparse.ArgumentParser) -> None:
+    dataset_arg(p)
+    p.add_argument("--start", type=iso_date, required=True, help="first day (inclusive)")
+    p.add_argument("--end", type=iso_date, required=True, help="last day (exclusive)")
+
+
+def _status_args(p: argparse.ArgumentParser) -> None:
+    dataset_arg(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _reset_args(p: argparse.ArgumentParser) -> None:
+    dataset_arg(p)
+    p.add_argument("--layer", choices=("bronze", "silver", "all"), required=True)
+    p.add_argument("--yes", action="store_true", help="confirm: tables and checkpoints are deleted")
+
+
+def _no_args(p: argparse.ArgumentParser) -> None:
+    return None
+
+
+COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
+    "generate": ("jobs.generate", "write sample landing files for a dataset", _generate_args),
+    "bronze": (
+        "jobs.bronze",
+        "ingest new landing files into bronze (and quarantine)",
+        _bronze_args,
+    ),
+    "silver": ("jobs.silver", "update the silver aggregates from bronze", _silver_args),
+    "validate": ("quality.runner", "check tables with Great Expectations", _validate_args),
+    "run": ("jobs.pipeline", "bronze, silver and validate in one go", _dataset_only),
+    "backfill": ("jobs.backfill", "idempotent re-run of the days [start, end)", _backfill_args),
+    "status": (
+        "jobs.status",
+        "table versions, row counts, checkpoints and last runs",
+        _status_args,
+    ),
+    "maintain": ("jobs.maintain", "compact, checkpoint and vacuum every table", _dataset_only),
+    "reset": ("jobs.reset", "full refresh: delete a layer's tables and checkpoints", _reset_args),
+    "report": ("jobs.report", "write a self-contained HTML report with charts", _dataset_only),
+    "demo": ("jobs.demo", "sample data for every dataset, full run, summary", _no_args),
+}
+
+
+def available_commands() -> list[str]:
+    return [name for name, (module, _, _) in COMMANDS.items() if importlib.util.find_spec(module)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="runoff",
+        description="Incremental lakehouse pipelines: landing JSON -> Delta bronze -> silver.",
+    )
+    parser.add_argument("--home", help="runoff home (else $RUNOFF_HOME, else ./.runoff)")
+    parser.add_argument("--verbose", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command", metavar="command", required=True)
+    for name in available_commands():
+        _module, help_text, add_args = COMMANDS[name]
+        add_args(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def handler_for(command: str) -> Handler:
+    module = importlib.import_module(COMMANDS[command][0])
+    handler: Handler = getattr(module, f"cmd_{command}")
+    return handler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = RunoffConfig.from_sources(home=args.home, verbose=args.verbose)
+        return handler_for(args.command)(config, args)
+    except KeyboardInterrupt:
+        print("runoff: interrupted", file=sys.stderr)
+        return 130
+    except RunoffError as exc:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"runoff: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence: one clear line
+        if args.verbose:
+            traceback.print_exc()
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"runoff: error: {type(exc).__name__}: {detail}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

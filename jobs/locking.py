@@ -1,0 +1,85 @@
+"""One run per checkpoint at a time.
+
+A run holds an exclusive `flock` on `<checkpoint>/../<name>.lock` for its whole life. The kernel
+drops the lock when the holder dies (even by SIGKILL), so a stale lock is taken over for free;
+the file itself records who holds it so that a refused run can name the holder.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from jobs.errors import LockHeldError
+
+logger = logging.getLogger(__name__)
+
+
+def lock_path(checkpoint_dir: Path) -> Path:
+    """The lock lives beside the checkpoint so that deleting a checkpoint keeps the lock."""
+    return checkpoint_dir.parent / f"{checkpoint_dir.name}.lock"
+
+
+def read_holder(path: Path) -> dict[str, object]:
+    try:
+        holder = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def describe_holder(holder: dict[str, object]) -> str:
+    if not holder:
+        return "an unknown process"
+    started = holder.get("started_at")
+    since = (
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+        if isinstance(started, int | float)
+        else "?"
+    )
+    return f"pid {holder.get('pid')} on {holder.get('host')} ({holder.get('what')}, since {since})"
+
+
+@contextmanager
+def checkpoint_lock(checkpoint_dir: Path, what: str) -> Iterator[Path]:
+    """Hold the lock of `checkpoint_dir` or raise LockHeldError naming the live holder."""
+    path = lock_path(checkpoint_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            holder = describe_holder(read_holder(path))
+            raise LockHeldError(
+                f"{checkpoint_dir} is in use by {holder}: wait for it to finish "
+                "(a lock left by a dead process is taken over automatically)"
+            ) from None
+        previous = read_holder(path)
+        if previous:
+            logger.info("taking over the lock left by %s", describe_holder(previous))
+        record = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "what": what,
+            "started_at": time.time(),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode(), 0)
+        try:
+            yield path
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -1,0 +1,45 @@
+"""Shared fixtures: one SparkSession for the whole run, fresh runoff homes per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from jobs.config import RunoffConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = REPO_ROOT.parent / "shared"
+GOLDEN_DELTA = SHARED / "golden-delta"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """An empty runoff home for one test."""
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def config(home: Path) -> RunoffConfig:
+    return RunoffConfig.from_sources(home=home, env={})
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """The one SparkSession of the test run (local[2], UTC, 4 shuffle partitions, no UI)."""
+    from jobs.spark import get_spark
+
+    home = tmp_path_factory.mktemp("spark-home")
+    session = get_spark(
+        app_name="runoff-tests",
+        config=RunoffConfig.from_sources(home=home, spark_master="local[2]", env={}),
+    )
+    yield session
+    session.stop()
