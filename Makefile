@@ -3,7 +3,7 @@ SHELL := /bin/bash
 UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: install demo test lint typecheck pytest bench soak airflow check-java clean
+.PHONY: install demo test lint typecheck pytest bench soak airflow check-java browser clean
 
 # Bootstrap uv when it is missing (PyPI only), then install the locked environment.
 install: check-java
@@ -25,7 +25,13 @@ lint: install
 typecheck: install
 	$(RUN) mypy
 
-pytest: install
+# Headless Chromium screenshots the report, Data Docs and the Airflow UI in the browser tests.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  [ "$$(id -u)" = 0 ] && SUDO= || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+pytest: install browser
 	$(RUN) pytest
 
 test: lint typecheck pytest
@@ -34,7 +40,7 @@ bench: install
 	$(RUN) python -m benchmarks
 
 soak: install
-	RUNOFF_SOAK_RUNS=50 $(RUN) pytest -m soak tests/integration
+	RUNOFF_SOAK_RUNS=50 $(RUN) pytest tests/integration/test_bronze_crash.py
 
 airflow: install
 	$(RUN) python -m dags.standalone
