@@ -15,6 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
+from typing import NoReturn
 
 from jobs.catalog import DATASET_NAMES
 from jobs.config import RunoffConfig
@@ -190,8 +191,15 @@ def available_commands() -> list[str]:
     return [name for name, (module, _, _) in COMMANDS.items() if importlib.util.find_spec(module)]
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr (the CLI contract) and exit code 2; `-h` shows usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="runoff",
         description="Incremental lakehouse pipelines: landing JSON -> Delta bronze -> silver.",
     )

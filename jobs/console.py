@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from rich.console import Console
 
+# No `file`: rich then writes to whatever sys.stdout is at print time (pytest capture works).
 # Wide enough that progress lines and summary tables are never wrapped in Airflow task logs.
 console = Console(
-    file=sys.stdout,
     width=int(os.environ.get("COLUMNS", "120")),
     highlight=False,
     soft_wrap=True,

@@ -1,0 +1,1 @@
+"""Reproducible measurements of runoff (`make bench`); see benchmarks/README.md."""

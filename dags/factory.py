@@ -1,0 +1,338 @@
+"""Build runoff's Airflow DAGs: one `runoff_<dataset>` DAG per catalog dataset, one maintenance DAG.
+
+Input: the Spark-free catalog (`jobs.catalog`). Output: DAG objects whose tasks run the `runoff`
+CLI through `spark-submit` (`SparkSubmitOperator`, connection `spark_default`: `local[*]` by
+default, a cluster master by changing the connection). Nothing here imports Spark or Great
+Expectations, so parsing a DAG file costs milliseconds.
+
+Grain and trigger behaviour of `runoff_<dataset>` (hourly by default, `catchup=False`,
+`max_active_runs=1` because a run holds the dataset's checkpoints):
+
+    route ─▶ reset (param full_refresh) ─▶ bronze ─▶ silver ─▶ validate
+      └────▶ backfill (run type "backfill") ─────────────────────┘
+
+- A scheduled or manual run is incremental: bronze and silver are Structured Streaming jobs with
+  `trigger(availableNow)` that process whatever landed since the checkpoint, then validate checks
+  what changed. The run's data interval does not bound it; the checkpoint does.
+- A backfill run (`airflow backfill create ...`) runs `runoff backfill <dataset> --start --end`, a
+  bounded batch re-run of the whole UTC days that contain its data interval (see
+  `backfill_days`), then validate. It never touches the live checkpoints and is idempotent, so
+  the hourly runs of one day re-running that day leave the tables unchanged.
+- The `full_refresh` param (default false) runs `runoff reset <dataset> --layer all --yes`
+  before bronze: tables and checkpoints are rebuilt from every landing file.
+
+The runoff home comes from the Airflow Variable `runoff_home`, else the `RUNOFF_HOME` environment
+variable, else `<repo>/.runoff`; it is read when a task renders its arguments (run time), except
+for the Asset URIs, which the DAG file needs while it is parsed (environment or default only).
+`RUNOFF_DAG_SCHEDULE` overrides the schedule of the dataset DAGs (e.g. `@daily`, so that a
+backfill over N days creates N runs instead of 24 N).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pendulum
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Asset, Param, TriggerRule, task
+
+from jobs.catalog import CATALOG, DATASET_NAMES, DatasetInfo
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# The Python file spark-submit runs: it calls `jobs.cli.main(argv)` and exits with its code.
+SUBMIT_APPLICATION = REPO_ROOT / "jobs" / "submit.py"
+
+SPARK_CONN_ID = "spark_default"
+SPARK_POOL = "spark"
+DEFAULT_SCHEDULE = "@hourly"
+MAINTENANCE_SCHEDULE = "@daily"
+START_DATE = pendulum.datetime(2024, 1, 1, tz="UTC")
+HOME_VARIABLE = "runoff_home"
+# Rendered when a task runs: the Variable wins over the environment of the worker.
+HOME_TEMPLATE = "{{ var.value.get('" + HOME_VARIABLE + "', runoff_home_default()) }}"
+
+DEFAULT_ARGS: dict[str, Any] = {
+    "owner": "runoff",
+    "retries": 2,
+    "retry_delay": timedelta(minutes=1),
+    # Delay doubles with every retry (1 min, 2 min, ...), capped at 10 minutes.
+    "retry_exponential_backoff": 2.0,
+    "max_retry_delay": timedelta(minutes=10),
+    # Every task starts a Spark application: the pool bounds how many run at once.
+    "pool": SPARK_POOL,
+}
+
+ROUTE_INCREMENTAL = "bronze"
+ROUTE_FULL_REFRESH = "reset"
+ROUTE_BACKFILL = "backfill"
+
+
+# -- pure helpers (unit-tested without Airflow running) -------------------------------------
+def default_home(env: Mapping[str, str] | None = None) -> str:
+    """`RUNOFF_HOME` of the environment (absolute), else `<repo>/.runoff`."""
+    env = os.environ if env is None else env
+    raw = env.get("RUNOFF_HOME") or str(REPO_ROOT / ".runoff")
+    return str(Path(raw).expanduser().absolute())
+
+
+def choose_route(run_type: object, full_refresh: bool) -> str:
+    """The first task of a run: backfill for backfill runs, else reset or bronze.
+
+    A backfill never resets: it only rewrites its own days and leaves the checkpoints alone.
+    """
+    kind = getattr(run_type, "value", run_type)
+    if kind == "backfill":
+        return ROUTE_BACKFILL
+    return ROUTE_FULL_REFRESH if full_refresh else ROUTE_INCREMENTAL
+
+
+def backfill_days(start: datetime, end: datetime) -> tuple[date, date]:
+    """The whole UTC days [first, last) covering the data interval [start, end).
+
+    `runoff backfill` re-runs whole days, so an hourly run's one-hour interval widens to the day
+    that contains it: 2024-01-02T05:00/06:00 -> (2024-01-02, 2024-01-03); a daily interval maps to
+    itself. The end is exclusive, hence `end - 1 µs`. Re-running a day is idempotent, so the
+    24 hourly backfill runs of one day leave the same tables as one run.
+    """
+    first = start.astimezone(UTC).date()
+    if end <= start:
+        return first, first + timedelta(days=1)
+    last = (end.astimezone(UTC) - timedelta(microseconds=1)).date() + timedelta(days=1)
+    return first, last
+
+
+def backfill_start(start: datetime, end: datetime) -> str:
+    return backfill_days(start, end)[0].isoformat()
+
+
+def backfill_end(start: datetime, end: datetime) -> str:
+    return backfill_days(start, end)[1].isoformat()
+
+
+def runoff_args(command: str, dataset: str, *extra: str) -> list[str]:
+    """Arguments of `jobs/submit.py` (the `runoff` CLI): `--home <home> <command> <dataset> ...`."""
+    return ["--home", HOME_TEMPLATE, command, dataset, *extra]
+
+
+def spark_conf() -> dict[str, str]:
+    """Spark properties of every submit: Python driver and workers run this interpreter."""
+    return {
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+    }
+
+
+def spark_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of the spark-submit process.
+
+    The worker's interpreter runs the driver and the Python workers; the repository is on
+    PYTHONPATH so `jobs`, `delta_tables` and `quality` import; the interpreter's `bin` (where the
+    venv's `spark-submit` lives) leads PATH, which is also where Popen looks the binary up.
+    """
+    env = os.environ if env is None else env
+    bin_dir = str(Path(sys.executable).parent)
+    path = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
+    pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": pythonpath,
+        "PATH": path,
+    }
+
+
+def dataset_assets(info: DatasetInfo, home: str) -> dict[str, Asset]:
+    """Airflow Assets for a dataset's landing files and tables (lineage in the UI)."""
+    root = Path(home)
+
+    def asset(name: str, path: Path, layer: str) -> Asset:
+        return Asset(
+            name=name,
+            uri=path.as_uri(),
+            group="runoff",
+            extra={"dataset": info.name, "layer": layer},
+        )
+
+    assets = {
+        "landing": asset(f"landing_{info.name}", root / "landing" / info.name, "landing"),
+        "bronze": asset(info.bronze_table, root / "delta" / "bronze" / info.name, "bronze"),
+        "quarantine": asset(
+            info.quarantine_table, root / "delta" / "quarantine" / info.name, "quarantine"
+        ),
+    }
+    for table in info.silver_tables:
+        assets[table] = asset(table, root / "delta" / "silver" / table, "silver")
+    return assets
+
+
+def dataset_doc(info: DatasetInfo, home: str) -> str:
+    silver = "\n".join(
+        f"| silver | `{t}` | `{home}/delta/silver/{t}` |" for t in info.silver_tables
+    )
+    return f"""\
+### runoff pipeline: `{info.name}`
+
+{info.description}.
+
+Scheduled and manual runs are incremental (Structured Streaming, `availableNow`, checkpointed):
+`bronze` ingests new landing files, `silver` updates the windowed aggregates, `validate` checks
+every changed table with Great Expectations and fails on a critical expectation (its log ends
+with the summary table and the Data Docs path).
+
+| layer | table | path |
+|---|---|---|
+| landing | `landing/{info.name}` | `{home}/landing/{info.name}` |
+| bronze | `{info.bronze_table}` | `{home}/delta/bronze/{info.name}` |
+| quarantine | `{info.quarantine_table}` | `{home}/delta/quarantine/{info.name}` |
+{silver}
+
+- **Backfill** (`airflow backfill create --dag-id runoff_{info.name} ...`): each backfill run
+  executes `runoff backfill {info.name} --start D1 --end D2` for the whole UTC days containing its
+  data interval (an hourly interval widens to its day), a bounded batch re-run that replaces that
+  slice of bronze and silver, is idempotent and never touches the live checkpoints.
+- **Full refresh**: trigger with param `full_refresh=true` to run
+  `runoff reset {info.name} --layer all --yes` before bronze.
+- Every task is a `spark-submit` through connection `{SPARK_CONN_ID}` in pool `{SPARK_POOL}`;
+  `max_active_runs=1` because a run holds the dataset's checkpoints.
+- Home: Variable `{HOME_VARIABLE}`, else `$RUNOFF_HOME` (Asset URIs use `{home}`).
+"""
+
+
+# -- operators ------------------------------------------------------------------------------
+def runoff_submit(
+    task_id: str,
+    command: str,
+    dataset: str,
+    *extra: str,
+    **kwargs: Any,
+) -> SparkSubmitOperator:
+    """A `SparkSubmitOperator` running `runoff <command> <dataset> <extra...>`."""
+    return SparkSubmitOperator(
+        task_id=task_id,
+        conn_id=SPARK_CONN_ID,
+        application=str(SUBMIT_APPLICATION),
+        application_args=runoff_args(command, dataset, *extra),
+        name=f"runoff-{command}-{dataset}",
+        conf=spark_conf(),
+        env_vars=spark_env(),
+        **kwargs,
+    )
+
+
+def _macros() -> dict[str, Any]:
+    return {
+        "runoff_home_default": default_home,
+        "backfill_start": backfill_start,
+        "backfill_end": backfill_end,
+    }
+
+
+def build_dataset_dag(dataset: str, schedule: str | None = None) -> DAG:
+    """`runoff_<dataset>`: route, [reset,] bronze, silver, validate; or backfill then validate."""
+    info = CATALOG[dataset]
+    home = default_home()
+    assets = dataset_assets(info, home)
+    silver_assets = [assets[t] for t in info.silver_tables]
+    with DAG(
+        dag_id=f"runoff_{dataset}",
+        description=f"landing -> bronze -> silver -> validate for {dataset}",
+        schedule=schedule or os.environ.get("RUNOFF_DAG_SCHEDULE") or DEFAULT_SCHEDULE,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args=DEFAULT_ARGS,
+        tags=["runoff", dataset],
+        doc_md=dataset_doc(info, home),
+        params={
+            "full_refresh": Param(
+                False,
+                type="boolean",
+                description="Delete the dataset's tables and checkpoints before bronze.",
+            )
+        },
+        user_defined_macros=_macros(),
+    ) as dag:
+
+        @task.branch(task_id="route", pool="default_pool", retries=0)
+        def route(**context: Any) -> str:
+            """Backfill runs re-run their days; other runs are incremental (full refresh first)."""
+            return choose_route(
+                context["dag_run"].run_type, bool(context["params"]["full_refresh"])
+            )
+
+        reset = runoff_submit("reset", "reset", dataset, "--layer", "all", "--yes")
+        bronze = runoff_submit(
+            "bronze",
+            "bronze",
+            dataset,
+            inlets=[assets["landing"]],
+            outlets=[assets["bronze"], assets["quarantine"]],
+            # Runs after reset, or straight after route when reset is skipped.
+            trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
+        )
+        silver = runoff_submit(
+            "silver", "silver", dataset, inlets=[assets["bronze"]], outlets=silver_assets
+        )
+        backfill = runoff_submit(
+            "backfill",
+            "backfill",
+            dataset,
+            "--start",
+            "{{ backfill_start(data_interval_start, data_interval_end) }}",
+            "--end",
+            "{{ backfill_end(data_interval_start, data_interval_end) }}",
+            inlets=[assets["landing"]],
+            outlets=[assets["bronze"], *silver_assets],
+        )
+        validate = runoff_submit(
+            "validate",
+            "validate",
+            dataset,
+            inlets=[assets["bronze"], *silver_assets],
+            # A failed expectation is a finding, not a transient error: retrying cannot fix it.
+            retries=0,
+            trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
+        )
+        chosen = route()
+        chosen >> [reset, bronze, backfill]
+        reset >> bronze >> silver >> validate
+        backfill >> validate
+    return dag
+
+
+def build_maintenance_dag(datasets: Sequence[str] = DATASET_NAMES) -> DAG:
+    """`runoff_maintenance`: daily `runoff maintain <dataset>` (compact, checkpoint, vacuum)."""
+    home = default_home()
+    tables = "\n".join(
+        f"- `{name}`: `{CATALOG[name].bronze_table}`, `{CATALOG[name].quarantine_table}`, "
+        + ", ".join(f"`{t}`" for t in CATALOG[name].silver_tables)
+        for name in datasets
+    )
+    with DAG(
+        dag_id="runoff_maintenance",
+        description="compact, checkpoint and vacuum every runoff table",
+        schedule=MAINTENANCE_SCHEDULE,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args=DEFAULT_ARGS,
+        tags=["runoff", "maintenance"],
+        doc_md=f"""\
+### runoff maintenance
+
+Daily `runoff maintain <dataset>` for every dataset: compacts small files, writes a Delta
+checkpoint and vacuums files older than the retention (`RUNOFF_VACUUM_RETENTION_HOURS`). Tables
+under `{home}/delta`:
+
+{tables}
+""",
+        user_defined_macros=_macros(),
+    ) as dag:
+        for name in datasets:
+            runoff_submit(f"maintain_{name}", "maintain", name)
+    return dag

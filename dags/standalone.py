@@ -1,0 +1,212 @@
+"""`make airflow`: a local Airflow (api-server, scheduler, dag-processor, triggerer) for runoff.
+
+Input: the runoff home (`--home`, else `RUNOFF_HOME`, else `./.runoff`) and a port. Output: a
+running `airflow standalone` whose metadata DB (sqlite) and logs live in `<home>/airflow`, whose
+DAGs folder is this repository's `dags/`, with the `spark_default` connection (`local[*]` unless
+`AIRFLOW_CONN_SPARK_DEFAULT` is already set) and the `spark` pool; it prints the URL and the
+admin login, then runs until Ctrl-C and stops every process it started.
+
+    uv run --frozen python -m dags.standalone [--home PATH] [--port 8080] [--spark-slots 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DAGS_FOLDER = REPO_ROOT / "dags"
+SPARK_POOL = "spark"
+SPARK_CONNECTION = {"conn_type": "spark", "host": "local[*]"}
+PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
+# Holds the pid (= process group id) of `airflow standalone` while it runs.
+PID_FILE = "runoff-standalone.pid"
+
+
+def runoff_home(home: str | None, env: Mapping[str, str]) -> Path:
+    return Path(home or env.get("RUNOFF_HOME") or "./.runoff").expanduser().absolute()
+
+
+def airflow_env(
+    home: Path,
+    port: int,
+    base: Mapping[str, str] | None = None,
+    host: str = "127.0.0.1",
+) -> dict[str, str]:
+    """The environment of every Airflow process: settings already in `base` win, except paths.
+
+    The venv's `bin` leads PATH: `airflow standalone` starts its components as `airflow ...` and
+    the Spark tasks run `spark-submit`, both found there (DESIGN.md).
+    """
+    env = dict(os.environ if base is None else base)
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env["RUNOFF_HOME"] = str(home)
+    env["AIRFLOW_HOME"] = str(home / "airflow")
+    env["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS_FOLDER)
+    env["AIRFLOW__API__HOST"] = host
+    env["AIRFLOW__API__PORT"] = str(port)
+    url = f"http://{host}:{port}"
+    env["AIRFLOW__API__BASE_URL"] = url
+    # Task workers reach the API server here: follow the port, not the default :8080.
+    env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"{url}/execution/"
+    env.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    env.setdefault("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
+    # A laptop, not a cluster: a few task processes (the `spark` pool bounds Spark jobs anyway).
+    env.setdefault("AIRFLOW__CORE__PARALLELISM", "4")
+    env.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(SPARK_CONNECTION))
+    return env
+
+
+def airflow(env: Mapping[str, str], *args: str) -> None:
+    """Run one `airflow` CLI command; a failure raises with its output."""
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), *args],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        output = (result.stderr or result.stdout).strip().splitlines()[-20:]
+        raise RuntimeError(f"`airflow {' '.join(args)}` failed:\n" + "\n".join(output))
+
+
+def prepare(env: Mapping[str, str], spark_slots: int) -> None:
+    """Migrate the metadata DB and create the `spark` pool that bounds concurrent Spark jobs."""
+    Path(env["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
+    airflow(env, "db", "migrate")
+    airflow(
+        env,
+        "pools",
+        "set",
+        SPARK_POOL,
+        str(spark_slots),
+        "Spark applications running at once (runoff tasks)",
+    )
+
+
+def admin_password(airflow_home: Path) -> str | None:
+    """The admin password `airflow standalone` generated, once it has written it."""
+    path = airflow_home / PASSWORD_FILE
+    try:
+        passwords: dict[str, str] = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return passwords.get("admin")
+
+
+def api_ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start(env: Mapping[str, str], log_path: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start `airflow standalone` in its own process group (stop it with `stop`)."""
+    output = open(log_path, "ab") if log_path else None  # noqa: SIM115 - owned by the child
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "airflow"), "standalone"],
+        env=dict(env),
+        stdout=output,
+        stderr=subprocess.STDOUT if output else None,
+        start_new_session=True,
+    )
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Terminate the process group of `process` (standalone and its components), then kill."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=timeout)
+    except ProcessLookupError:
+        pass
+
+
+def wait_until_ready(
+    process: subprocess.Popen[bytes], env: Mapping[str, str], timeout: float
+) -> str | None:
+    """Wait for the API to answer and the admin password to exist; return the password.
+
+    With `AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS=True` there is no password: None.
+    """
+    deadline = time.monotonic() + timeout
+    url = env["AIRFLOW__API__BASE_URL"]
+    airflow_home = Path(env["AIRFLOW_HOME"])
+    all_admins = env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "").lower()
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"airflow standalone exited with code {process.returncode}")
+        password = admin_password(airflow_home)
+        if api_ready(url) and (password is not None or all_admins == "true"):
+            return password
+        time.sleep(1)
+    raise RuntimeError(f"Airflow did not answer on {url} within {timeout:.0f} s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dags.standalone", description=__doc__)
+    parser.add_argument("--home", help="runoff home (else $RUNOFF_HOME, else ./.runoff)")
+    parser.add_argument("--port", type=int, default=8080, help="API server and UI port")
+    parser.add_argument("--spark-slots", type=int, default=2, help="size of the `spark` pool")
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the UI")
+    args = parser.parse_args(argv)
+
+    home = runoff_home(args.home, os.environ)
+    env = airflow_env(home, args.port)
+    airflow_home = Path(env["AIRFLOW_HOME"])
+    url = env["AIRFLOW__API__BASE_URL"]
+    print(
+        f"runoff: Airflow home {airflow_home}, DAGs {DAGS_FOLDER}, runoff home {home}", flush=True
+    )
+    prepare(env, args.spark_slots)
+    # SIGTERM (e.g. from a test or a supervisor) stops Airflow like Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    process = start(env)
+    pid_file = airflow_home / PID_FILE
+    pid_file.write_text(f"{process.pid}\n")
+    try:
+        password = wait_until_ready(process, env, args.timeout)
+        lines = [f"Airflow UI at {url}"]
+        if password is None:
+            lines.append("no login needed (simple auth manager: all admins)")
+        else:
+            lines.append(f"login admin / {password} (from {airflow_home / PASSWORD_FILE})")
+        lines.append("DAGs start paused: unpause runoff_<dataset> in the UI; Ctrl-C stops Airflow")
+        print("\n".join(f"runoff: {line}" for line in lines), flush=True)
+        process.wait()
+        return process.returncode or 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stop(process)
+        pid_file.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

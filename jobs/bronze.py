@@ -1,0 +1,626 @@
+"""`runoff bronze <dataset>`: landing files -> Delta bronze table and quarantine, exactly once.
+
+Input: every file under `landing/<dataset>/` (recursive; hidden `.`/`_` files, such as files
+still being placed, are skipped), read as lines of text (`\\n`-separated) by Structured
+Streaming's file source, so that every line is accounted for.
+Output:
+- `delta/bronze/<dataset>`: one row per valid record: the dataset's bronze columns
+  (`Dataset.bronze_schema`, via `Dataset.to_bronze`) plus `event_time`, `event_date`,
+  `_source_file` (the landing file's URI), `_ingested_at`, `_batch_id`; partitioned by
+  `event_date`.
+- `delta/quarantine/<dataset>`: one row per malformed line (`QUARANTINE_SCHEMA`): `_raw` (the
+  line; invalid UTF-8 bytes replaced by U+FFFD), `_error` (why), `_source_file`, `_line_number`
+  (1-based, counting every line of the file), `_ingested_at`, `_batch_id`; partitioned by
+  `ingest_date`.
+Blank lines (empty or whitespace only) are neither. For every landing file:
+bronze rows + quarantined rows = its non-blank lines.
+
+A line is a valid record (the landing line contract of `jobs/generate.py`) when it is valid
+UTF-8, one JSON object (nothing but whitespace after it), every field of `RECORD_SCHEMA` present
+has its JSON type (integer for long, number for double, string for string and ISO-8601 string
+for timestamp: no silent coercion of a number to a string or a timestamp), every required field
+is present and not null and the event time is known. Text datasets (`lines`): the line itself
+is the record; it needs valid UTF-8 and an event time (the `date=YYYY-MM-DD` folder). `_error`
+is one of `ERRORS`, followed for types and missing fields by the columns at fault.
+
+Trigger: `availableNow` by default (everything that has landed, in micro-batches of at most
+`--max-files-per-trigger` files / `--max-bytes-per-trigger` bytes) or `once` (one batch, rate
+limits ignored). The checkpoint `checkpoints/bronze/<dataset>` remembers the files already
+ingested; a run with nothing new adds nothing. One run per checkpoint at a time (a lock).
+
+Exactly once: each micro-batch writes bronze, then quarantine, each commit carrying the app
+transaction (query id, batch id). A batch replayed after a crash finds its commits and writes
+nothing again; a table it had not reached yet is written. Empty outputs are not committed.
+
+Archive: files of committed batches are moved out of the landing folder by Spark
+(`cleanSource=archive`) so that listing the landing folder and the source's metadata stay small
+however long the history grows. An archived file keeps its absolute path below
+`archive_dir(config, dataset)` = `<home>/archive/bronze<absolute landing path>`; a backfill
+finds the landing files of a date interval in both `landing_dirs(config, dataset)` under the
+same `date=YYYY-MM-DD/` folders. (A file is archived when the batch after its own commits, so
+the last batch's files wait for the next run.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    DataType,
+    DateType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from jobs.catalog import dataset_info
+from jobs.config import RunoffConfig
+from jobs.console import say
+from jobs.datasets import Dataset, get_dataset
+from jobs.datasets.base import QUARANTINE_SCHEMA
+from jobs.errors import ConfigError, RunoffError
+from jobs.ledger import RunRecord
+from jobs.locking import checkpoint_lock
+from jobs.streaming import (
+    BatchFunction,
+    BatchProgress,
+    RunProgress,
+    committed_batch,
+    guard_checkpoint,
+    read_query_id,
+    recorded_run,
+    run_query,
+    summary_line,
+    table_version,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+LAYER = "bronze"
+Trigger = Literal["available-now", "once"]
+
+# `_error` values (types and missing fields are followed by `: <column> (<type>), ...`).
+ERR_UTF8 = "invalid UTF-8"
+ERR_NOT_OBJECT = "not a JSON object"
+ERR_JSON = "unparseable JSON"
+ERR_TYPE = "wrong type"
+ERR_MISSING = "missing required field"
+ERR_EVENT_TIME = "missing event time"
+ERRORS = (ERR_UTF8, ERR_NOT_OBJECT, ERR_JSON, ERR_TYPE, ERR_MISSING, ERR_EVENT_TIME)
+
+# Columns of the raw line DataFrame `parse_lines` takes (see `read_landing`).
+RAW_SCHEMA = StructType(
+    [
+        StructField("value", StringType(), True),
+        StructField("_source_file", StringType(), True),
+        StructField("_block_start", LongType(), True),
+    ]
+)
+# Helper columns `parse_lines` adds next to the record's own columns.
+PARSED_COLUMNS = ("event_time", "_source_file", "_raw", "_error", "_blank", "_block_start", "_row_id")
+_CORRUPT = "_corrupt_record"
+WHITESPACE = " \t\r\n\f\v"  # what `bytes.strip()` removes: a line of only these is blank
+_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+# JSON types that are strings in the landing file (a number there is a wrong type).
+_STRING_LIKE = (StringType, TimestampType, TimestampNTZType, DateType)
+
+
+# -- pure transforms ----------------------------------------------------------------------
+def record_columns(dataset: Dataset) -> list[str]:
+    """The columns `to_bronze` receives: the record's fields (text datasets: the line)."""
+    if dataset.record_schema is None:
+        return list(dataset.bronze_schema.fieldNames())
+    return list(dataset.record_schema.fieldNames())
+
+
+def parse_lines(raw: DataFrame, dataset: Dataset) -> DataFrame:
+    """Classify every landing line: one output row per input row, nothing dropped.
+
+    `raw` has `value` (the line), `_source_file` and optionally `_block_start` (the offset of
+    the file split the line came from; 0 if absent): `RAW_SCHEMA`. The result has the record's
+    columns (typed; null where invalid), `event_time`, `_source_file`, `_raw`, `_error` (null
+    for a valid record), `_blank` (a blank line: neither record nor malformed), `_block_start`
+    and `_row_id` (the line's position within its split, for line numbers).
+    """
+    reserved = set(PARSED_COLUMNS) & set(record_columns(dataset))
+    if reserved:
+        raise ConfigError(f"dataset {dataset.name!r} uses reserved column names {sorted(reserved)}")
+    block = F.col("_block_start") if "_block_start" in raw.columns else F.lit(0).cast("long")
+    value = F.col("value")
+    trimmed = F.trim(value, F.lit(WHITESPACE))
+    base = raw.select(
+        value,
+        F.col("_source_file"),
+        block.alias("_block_start"),
+        # Taken before any shuffle: rows of a split keep the file's line order.
+        F.monotonically_increasing_id().alias("_row_id"),
+        (trimmed == "").alias("_blank"),
+        F.is_valid_utf8(value).alias("_utf8"),
+        trimmed.startswith("{").alias("_opens"),
+        trimmed.endswith("}").alias("_closes"),
+    )
+    if dataset.record_schema is None:
+        return _parse_text(base, dataset)
+    return _parse_json(base, dataset, dataset.record_schema)
+
+
+def _parse_text(base: DataFrame, dataset: Dataset) -> DataFrame:
+    (name,) = record_columns(dataset)
+    lines = base.withColumn(name, F.col("value"))
+    with_time = lines.withColumn("event_time", dataset.event_time())
+    error = (
+        F.when(F.col("_blank"), F.lit(None))
+        .when(~F.col("_utf8"), F.lit(ERR_UTF8))
+        .when(F.col("event_time").isNull(), F.lit(ERR_EVENT_TIME))
+    )
+    return _finish(with_time.withColumn("_error", error), [name])
+
+
+def _parse_json(base: DataFrame, dataset: Dataset, schema: StructType) -> DataFrame:
+    names = schema.fieldNames()
+    typed_schema = StructType([*schema.fields, StructField(_CORRUPT, StringType(), True)])
+    text_schema = StructType(
+        [StructField(n, StringType(), True) for n in names]
+        + [StructField(_CORRUPT, StringType(), True)]
+    )
+    parsed = base.withColumn("_typed", F.from_json("value", typed_schema, _JSON_OPTIONS))
+    records = parsed.select("*", *[F.col("_typed").getField(n).alias(n) for n in names])
+    with_time = records.withColumn("event_time", dataset.event_time())
+
+    value = F.col("value")
+    corrupt = F.col("_typed").getField(_CORRUPT).isNotNull()
+    # Only lines that failed the typed parse pay for the second (all-string) parse.
+    as_text = F.from_json(value, text_schema, _JSON_OPTIONS)
+    unparseable = ~F.col("_closes") | (corrupt & as_text.getField(_CORRUPT).isNotNull())
+
+    string_like = [f.name for f in schema.fields if isinstance(f.dataType, _STRING_LIKE)]
+    # One pattern for all string fields gates the exact (Variant) check of each of them.
+    suspect = _non_string_pattern(value, string_like) if string_like else F.lit(False)
+    wrong = []
+    for f in schema.fields:
+        failed = corrupt & F.col(f.name).isNull() & as_text.getField(f.name).isNotNull()
+        if f.name in string_like:
+            failed = failed | (suspect & _not_a_json_string(value, f.name))
+        wrong.append(F.when(failed, F.lit(f"{f.name} ({f.dataType.simpleString()})")))
+    wrong_types = F.concat_ws(", ", *wrong)
+    missing = F.concat_ws(", ", *[F.when(F.col(n).isNull(), F.lit(n)) for n in dataset.required])
+    error = (
+        F.when(F.col("_blank"), F.lit(None))
+        .when(~F.col("_utf8"), F.lit(ERR_UTF8))
+        .when(~F.col("_opens"), F.lit(ERR_NOT_OBJECT))
+        .when(unparseable, F.lit(ERR_JSON))
+        .when(wrong_types != "", F.concat(F.lit(f"{ERR_TYPE}: "), wrong_types))
+        .when(missing != "", F.concat(F.lit(f"{ERR_MISSING}: "), missing))
+        .when(F.col("event_time").isNull(), F.lit(ERR_EVENT_TIME))
+    )
+    return _finish(with_time.withColumn("_error", error), names)
+
+
+def _non_string_pattern(value: Column, names: list[str]) -> Column:
+    """Cheap gate: one of `names` seems to get a non-string, non-null JSON value."""
+    keys = "|".join(re.escape(n) for n in names)
+    return value.rlike(rf'"(?:{keys})"\s*:\s*(?!null\b)[^"\s]')
+
+
+def _not_a_json_string(value: Column, name: str) -> Column:
+    """The line gives field `name` a non-string JSON value (number, boolean, object, array).
+
+    Spark's JSON reader silently turns such values into strings (or numbers into timestamps);
+    the Variant parse tells them apart (a nested key of the same name does not count).
+    """
+    path = json.dumps(name)
+    kind = F.expr(f"schema_of_variant(variant_get(try_parse_json(value), '$[{path}]'))")
+    return kind.isNotNull() & ~kind.isin("STRING", "VOID")
+
+
+def _finish(df: DataFrame, names: list[str]) -> DataFrame:
+    blank = F.col("_blank")
+    # A blank line is never an error, whatever the expressions above say.
+    error = F.when(blank, F.lit(None).cast("string")).otherwise(F.col("_error"))
+    raw = F.when(F.col("_utf8"), F.col("value")).otherwise(F.make_valid_utf8(F.col("value")))
+    return df.select(
+        *names,
+        F.col("event_time").cast("timestamp").alias("event_time"),
+        "_source_file",
+        raw.alias("_raw"),
+        error.alias("_error"),
+        blank.alias("_blank"),
+        "_block_start",
+        "_row_id",
+    )
+
+
+def good_rows(
+    parsed: DataFrame, dataset: Dataset, batch_id: int, ingested_at: datetime
+) -> DataFrame:
+    """The valid records of `parse_lines` output as bronze rows (`Dataset.full_bronze_schema`).
+
+    `to_bronze` selects and renames record columns; the row's metadata (event time, source
+    file) rides along inside each column as a struct so that it survives that select, and the
+    optimizer removes the structs again.
+    """
+    valid = parsed.where(~F.col("_blank") & F.col("_error").isNull())
+    meta = F.struct(F.col("event_time"), F.col("_source_file"))
+    wrapped = valid.select(
+        *[F.struct(F.col(n).alias("v"), meta.alias("m")).alias(n) for n in record_columns(dataset)],
+        F.col("_source_file"),
+    )
+    mapped = dataset.to_bronze(wrapped)
+    expected = dataset.bronze_schema.fieldNames()
+    if mapped.columns != expected or not all(
+        isinstance(f.dataType, StructType) and f.dataType.fieldNames() == ["v", "m"]
+        for f in mapped.schema.fields
+    ):
+        raise ConfigError(
+            f"to_bronze of dataset {dataset.name!r} must only select or rename record columns "
+            f"into {expected}; it returned {mapped.columns}"
+        )
+    first = expected[0]
+    event_time = F.col(f"{first}.m.event_time")
+    columns = [
+        *[F.col(f"{n}.v").alias(n) for n in expected],
+        event_time.alias("event_time"),
+        F.to_date(event_time).alias("event_date"),
+        F.col(f"{first}.m._source_file").alias("_source_file"),
+        F.lit(ingested_at).alias("_ingested_at"),
+        F.lit(batch_id).alias("_batch_id"),
+    ]
+    return conform(mapped.select(*columns), dataset.full_bronze_schema)
+
+
+def quarantine_rows(parsed: DataFrame, batch_id: int, ingested_at: datetime) -> DataFrame:
+    """The malformed lines of `parse_lines` output as quarantine rows (`QUARANTINE_SCHEMA`).
+
+    `_line_number` counts every line of the file (blank ones too), 1-based; it needs all the
+    lines of the file in `parsed`, as a micro-batch of the file source always has.
+    """
+    order = Window.partitionBy("_source_file").orderBy("_block_start", "_row_id")
+    numbered = parsed.withColumn("_line_number", F.row_number().over(order))
+    ingested = F.lit(ingested_at)
+    bad = numbered.where(~F.col("_blank") & F.col("_error").isNotNull())
+    return conform(
+        bad.select(
+            "_raw",
+            "_error",
+            "_source_file",
+            "_line_number",
+            ingested.alias("_ingested_at"),
+            F.lit(batch_id).alias("_batch_id"),
+            F.to_date(ingested).alias("ingest_date"),
+        ),
+        QUARANTINE_SCHEMA,
+    )
+
+
+def conform(df: DataFrame, schema: StructType) -> DataFrame:
+    """Columns of `schema`, in its order, cast to its types."""
+    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+@dataclass(frozen=True)
+class LineCounts:
+    """Lines of a batch: non-blank lines in, valid records, malformed lines."""
+
+    rows_in: int
+    good: int
+    bad: int
+
+
+def count_lines(parsed: DataFrame) -> LineCounts:
+    """One aggregation over `parse_lines` output."""
+    non_blank = ~F.col("_blank")
+    bad = non_blank & F.col("_error").isNotNull()
+    row = parsed.agg(
+        F.count(F.when(non_blank, 1)).alias("rows_in"),
+        F.count(F.when(bad, 1)).alias("bad"),
+    ).first()
+    rows_in = int(row["rows_in"]) if row else 0
+    bad_rows = int(row["bad"]) if row else 0
+    return LineCounts(rows_in=rows_in, good=rows_in - bad_rows, bad=bad_rows)
+
+
+# -- options and paths --------------------------------------------------------------------
+@dataclass(frozen=True)
+class BronzeOptions:
+    """How a run reads the landing folder (CLI flags; defaults: availableNow, no limits)."""
+
+    trigger: Trigger = "available-now"
+    max_files_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = None
+    archive: bool = True  # move files of committed batches to `archive_dir()`
+
+    def __post_init__(self) -> None:
+        if self.trigger not in ("available-now", "once"):
+            raise ConfigError(f"trigger {self.trigger!r} is not one of available-now, once")
+        for key in ("max_files_per_trigger", "max_bytes_per_trigger"):
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or value < 1):
+                raise ConfigError(f"{key}={value!r} must be a whole number of at least 1")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BronzeOptions:
+        return cls(
+            trigger=args.trigger,
+            max_files_per_trigger=args.max_files_per_trigger,
+            max_bytes_per_trigger=args.max_bytes_per_trigger,
+        )
+
+
+def archive_dir(config: RunoffConfig, dataset: str) -> Path:
+    """Where Spark moves ingested landing files: the archive root plus their absolute path."""
+    landing = config.landing_dir(dataset).absolute()
+    return config.home / "archive" / LAYER / landing.relative_to(landing.anchor)
+
+
+def landing_dirs(config: RunoffConfig, dataset: str) -> tuple[Path, Path]:
+    """The folders holding a dataset's landing files: not yet ingested, and archived."""
+    return config.landing_dir(dataset), archive_dir(config, dataset)
+
+
+def table_names(dataset: str) -> dict[str, str]:
+    info = dataset_info(dataset)
+    return {"bronze": info.bronze_table, "quarantine": info.quarantine_table}
+
+
+# -- I/O ------------------------------------------------------------------------------------
+def read_landing(
+    spark: SparkSession, config: RunoffConfig, dataset: str, options: BronzeOptions
+) -> DataFrame:
+    """The landing folder as a stream of lines (`RAW_SCHEMA`)."""
+    reader = (
+        spark.readStream.format("text")
+        # Recursive lookup also turns off partition discovery of `date=...` folders.
+        .option("recursiveFileLookup", "true")
+        .option("lineSep", "\n")
+        # Files are never too old to ingest: the default (7 days relative to the newest file)
+        # would silently skip a file landed with an old modification time.
+        .option("maxFileAge", "36500d")
+    )
+    if options.max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", str(options.max_files_per_trigger))
+    if options.max_bytes_per_trigger:
+        reader = reader.option("maxBytesPerTrigger", str(options.max_bytes_per_trigger))
+    if options.archive:
+        reader = reader.option("cleanSource", "archive").option(
+            "sourceArchiveDir", str(config.home / "archive" / LAYER)
+        )
+    return reader.load(str(config.landing_dir(dataset))).select(
+        F.col("value"),
+        F.col("_metadata.file_path").alias("_source_file"),
+        F.col("_metadata.file_block_start").alias("_block_start"),
+    )
+
+
+def batch_files(checkpoint: Path, batch_id: int) -> int | None:
+    """Files of a batch, from the file source's log (`sources/0/<batch>` or a compaction)."""
+    log = checkpoint / "sources" / "0"
+    plain, compact = log / str(batch_id), log / f"{batch_id}.compact"
+    try:
+        if plain.is_file():
+            return sum(1 for line in plain.read_text().splitlines()[1:] if line.strip())
+        if compact.is_file():
+            return sum(
+                1
+                for line in compact.read_text().splitlines()[1:]
+                if line.strip() and json.loads(line).get("batchId") == batch_id
+            )
+    except (OSError, ValueError) as exc:
+        logger.warning("cannot read the files of batch %s from %s: %s", batch_id, log, exc)
+    return None
+
+
+def ensure_table(path: Path, schema: StructType, partition_by: str) -> None:
+    """Create the empty table, so readers (silver, status) find it before any row lands."""
+    from delta_tables.commit import commit_write
+    from delta_tables.scan import is_delta_table
+
+    if not is_delta_table(str(path)):
+        commit_write(str(path), [], schema=schema, partition_by=[partition_by])
+
+
+def write_delta(df: DataFrame, path: Path, partition_by: str, app_id: str, batch_id: int) -> None:
+    (
+        df.write.format("delta")
+        .mode("append")
+        # An option, not DataFrameWriter.partitionBy: Python data sources do not receive it.
+        .option("partitionBy", partition_by)
+        .option("txnAppId", app_id)
+        .option("txnVersion", str(batch_id))
+        .save(str(path))
+    )
+
+
+class BronzeBatch:
+    """The `foreachBatch` function: parse, write bronze, write quarantine, report."""
+
+    def __init__(
+        self, config: RunoffConfig, dataset: Dataset, checkpoint: Path, progress: RunProgress
+    ) -> None:
+        self.dataset = dataset
+        self.bronze = config.bronze_path(dataset.name)
+        self.quarantine = config.quarantine_path(dataset.name)
+        self.checkpoint = checkpoint
+        self.progress = progress
+        self._app_id: str | None = None
+
+    @property
+    def app_id(self) -> str:
+        if self._app_id is None:
+            self._app_id = read_query_id(self.checkpoint)
+            if self._app_id is None:
+                raise RunoffError(f"checkpoint {self.checkpoint} holds no query id")
+        return self._app_id
+
+    def _done(self, path: Path, batch_id: int) -> bool:
+        committed = committed_batch(path, self.app_id)
+        return committed is not None and committed >= batch_id
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.perf_counter()
+        files = batch_files(self.checkpoint, batch_id)
+        bronze_done = self._done(self.bronze, batch_id)
+        quarantine_done = self._done(self.quarantine, batch_id)
+        if bronze_done and quarantine_done:
+            self.progress.add(
+                BatchProgress(
+                    batch_id, files or 0, 0, 0, 0, time.perf_counter() - started, replayed=True
+                )
+            )
+            return
+        ingested_at = datetime.now(UTC)
+        parsed = parse_lines(batch, self.dataset).persist()
+        try:
+            counts = count_lines(parsed)
+            if counts.good and not bronze_done:
+                write_delta(
+                    good_rows(parsed, self.dataset, batch_id, ingested_at),
+                    self.bronze,
+                    "event_date",
+                    self.app_id,
+                    batch_id,
+                )
+            if counts.bad and not quarantine_done:
+                write_delta(
+                    quarantine_rows(parsed, batch_id, ingested_at),
+                    self.quarantine,
+                    "ingest_date",
+                    self.app_id,
+                    batch_id,
+                )
+        finally:
+            parsed.unpersist()
+        if files is None:
+            files = batch.select("_source_file").distinct().count()
+        self.progress.add(
+            BatchProgress(
+                batch_id=batch_id,
+                files=files,
+                rows_in=counts.rows_in,
+                rows_out=0 if bronze_done else counts.good,
+                quarantined=0 if quarantine_done else counts.bad,
+                seconds=time.perf_counter() - started,
+            )
+        )
+
+
+# -- the job --------------------------------------------------------------------------------
+def run(
+    spark: SparkSession | None,
+    config: RunoffConfig,
+    dataset_name: str,
+    options: BronzeOptions | None = None,
+) -> RunRecord:
+    """Ingest what has landed since the last run; returns the run's ledger record.
+
+    Takes the checkpoint lock first (a second run fails at once, naming the holder), then
+    checks the landing folder and the checkpoint; `spark=None` builds the session only then
+    (`jobs.spark.get_spark`), so a refused run costs no JVM start. Every run, failed or not,
+    appends one row to the run ledger.
+    """
+    options = options or BronzeOptions()
+    dataset = get_dataset(dataset_name)
+    name = dataset.name
+    job = f"bronze {name}"
+    checkpoint = config.checkpoint_dir(LAYER, name)
+    tables = {
+        names: path
+        for names, path in zip(
+            table_names(name).values(),
+            (config.bronze_path(name), config.quarantine_path(name)),
+            strict=True,
+        )
+    }
+    record = RunRecord(dataset=name, layer=LAYER, trigger=options.trigger)
+    record.details = {
+        "max_files_per_trigger": options.max_files_per_trigger,
+        "max_bytes_per_trigger": options.max_bytes_per_trigger,
+        "archive": options.archive,
+    }
+    progress = RunProgress(job, record)
+    with recorded_run(config.runs_path, record):
+        record.versions_before = {t: table_version(p) for t, p in tables.items()}
+        record.versions_after = dict(record.versions_before)
+        with checkpoint_lock(checkpoint, f"runoff bronze {name}"):
+            landing = config.landing_dir(name)
+            if not landing.is_dir():
+                raise RunoffError(
+                    f"no landing directory for {name}: {landing} does not exist "
+                    f"(land files there, or run `runoff generate {name}`)"
+                )
+            guard_checkpoint(
+                checkpoint,
+                owner={
+                    "dataset": name,
+                    "layer": LAYER,
+                    "table": str(config.bronze_path(name).relative_to(config.home)),
+                },
+                tables=tables,
+                reset_command=f"runoff reset {name} --layer bronze --yes",
+            )
+            if options.trigger == "once" and (
+                options.max_files_per_trigger or options.max_bytes_per_trigger
+            ):
+                say(f"{job}: --trigger once reads everything in one batch: rate limits ignored")
+            ensure_table(config.bronze_path(name), dataset.full_bronze_schema, "event_date")
+            ensure_table(config.quarantine_path(name), QUARANTINE_SCHEMA, "ingest_date")
+            if spark is None:
+                from jobs.spark import get_spark
+
+                spark = get_spark(app_name=f"runoff-bronze-{name}", config=config)
+            function = BatchFunction(BronzeBatch(config, dataset, checkpoint, progress))
+            try:
+                run_query(
+                    read_landing(spark, config, name, options).writeStream,
+                    function,
+                    checkpoint,
+                    options.trigger,
+                    f"bronze_{name}",
+                )
+            finally:
+                record.versions_after = {t: table_version(p) for t, p in tables.items()}
+                record.details["rows_in"] = sum(b.rows_in for b in progress.batches)
+                record.details["replayed_batches"] = sum(b.replayed for b in progress.batches)
+    return record
+
+
+def cmd_bronze(config: RunoffConfig, args: argparse.Namespace) -> int:
+    """`runoff bronze <dataset> [--trigger ...] [--max-files-per-trigger N] [...]`."""
+    options = BronzeOptions.from_args(args)
+    record = run(None, config, args.dataset, options)
+    say(summary_line(f"bronze {args.dataset}", record))
+    return 0
+
+
+__all__ = [
+    "ERRORS",
+    "RAW_SCHEMA",
+    "BronzeBatch",
+    "BronzeOptions",
+    "LineCounts",
+    "archive_dir",
+    "cmd_bronze",
+    "count_lines",
+    "good_rows",
+    "landing_dirs",
+    "parse_lines",
+    "quarantine_rows",
+    "read_landing",
+    "run",
+]
+

@@ -1,0 +1,164 @@
+"""`runoff maintain <dataset>`: compact, checkpoint and vacuum every table of a dataset.
+
+Input: the dataset's Delta tables (bronze, quarantine, every silver table) and the run ledger
+`delta/ops/runs` (shared by all datasets; one commit per run makes many small files). Output, per
+table, with delta-rs (`delta_tables.maintenance`), no Spark:
+1. compaction (`optimize.compact`): small files rewritten into larger ones, a `dataChange=false`
+   commit that streaming readers skip, so the contents are unchanged;
+2. a Delta checkpoint at the new version (unless one is already there), so opening the table
+   does not replay every JSON commit;
+3. vacuum: files no version within the retention references, and orphans of crashed writes, are
+   deleted (`RUNOFF_VACUUM_RETENTION_HOURS`, 168 by default; readers of older versions need
+   them until then). The ledger is vacuumed with at least one hour of retention because any
+   command may be appending to it at any moment.
+One line per table (data files before and after, version, checkpoint, files and bytes removed)
+and one ledger row (layer "maintain").
+
+Concurrency: holds the dataset's bronze and silver checkpoint locks, so no run of the dataset
+writes while files are compacted or deleted (with a short retention a vacuum could otherwise
+remove a running batch's files before they are committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from jobs.config import RunoffConfig
+from jobs.console import say
+from jobs.ledger import RunRecord
+from jobs.locking import checkpoint_lock
+from jobs.status import TableRef, dataset_tables
+
+LEDGER_MIN_RETENTION_HOURS = 1
+
+
+@dataclass(frozen=True)
+class TableMaintenance:
+    """What maintenance did to one table."""
+
+    table: str
+    exists: bool
+    files_before: int = 0
+    files_after: int = 0
+    version_before: int = -1
+    version: int = -1
+    checkpoint: bool = False
+    files_removed: int = 0
+    bytes_removed: int = 0
+
+    def line(self) -> str:
+        if not self.exists:
+            return f"maintain {self.table}: no table yet, nothing to do"
+        checkpoint = "checkpoint written" if self.checkpoint else "checkpoint already there"
+        return (
+            f"maintain {self.table}: files {self.files_before} -> {self.files_after}, "
+            f"version {self.version_before} -> {self.version} ({checkpoint}), vacuum removed "
+            f"{self.files_removed} files, {format_bytes(self.bytes_removed)}"
+        )
+
+
+def format_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def maintain_table(
+    name: str, path: Path, retention_hours: float, target_size: int | None = None
+) -> TableMaintenance:
+    """Compact, checkpoint and vacuum one table (see the module doc)."""
+    from delta_tables import maintenance
+    from delta_tables.scan import is_delta_table, open_table
+
+    root = str(path)
+    if not is_delta_table(root):
+        return TableMaintenance(name, exists=False)
+    table = open_table(root)
+    files_before = len(table.file_uris())
+    version_before = int(table.version())
+    compacted = maintenance.compact(root, target_size=target_size)
+    wrote_checkpoint = maintenance.last_checkpoint_version(root) != compacted.version
+    if wrote_checkpoint:
+        maintenance.checkpoint(root)
+    # Sizes are taken before the files go: vacuum only names them.
+    candidates = maintenance.vacuum(root, retention_hours, dry_run=True).files
+    sizes = {f: _size(path, f) for f in candidates}
+    removed = maintenance.vacuum(root, retention_hours).files
+    table = open_table(root)
+    return TableMaintenance(
+        table=name,
+        exists=True,
+        files_before=files_before,
+        files_after=len(table.file_uris()),
+        version_before=version_before,
+        version=int(table.version()),
+        checkpoint=wrote_checkpoint,
+        files_removed=len(removed),
+        bytes_removed=sum(sizes.get(f, 0) for f in removed),
+    )
+
+
+def _size(root: Path, relative: str) -> int:
+    try:
+        return os.path.getsize(root / relative)
+    except OSError:
+        return 0
+
+
+@contextmanager
+def hold_locks(config: RunoffConfig, tables: list[TableRef], what: str) -> Iterator[None]:
+    with ExitStack() as stack:
+        seen: set[Path] = set()
+        for table in tables:
+            if table.checkpoint is not None and table.checkpoint not in seen:
+                seen.add(table.checkpoint)
+                stack.enter_context(checkpoint_lock(table.checkpoint, what))
+        yield
+
+
+def run_maintain(
+    config: RunoffConfig, dataset: str, report: Callable[[str], None] = say
+) -> list[TableMaintenance]:
+    """Maintain every table of `dataset` and the run ledger; one ledger row."""
+    from jobs.streaming import recorded_run
+
+    tables = dataset_tables(config, dataset)
+    retention = float(config.vacuum_retention_hours)
+    record = RunRecord(dataset=dataset, layer="maintain", trigger="manual")
+    results: list[TableMaintenance] = []
+    with recorded_run(config.runs_path, record), hold_locks(
+        config, tables, f"runoff maintain {dataset}"
+    ):
+        for table in tables:
+            results.append(maintain_table(table.name, table.path, retention))
+            report(results[-1].line())
+        ledger_retention = max(retention, LEDGER_MIN_RETENTION_HOURS)
+        results.append(maintain_table("ops_runs", config.runs_path, ledger_retention))
+        report(results[-1].line())
+        record.versions_before = {r.table: r.version_before for r in results if r.exists}
+        record.versions_after = {r.table: r.version for r in results if r.exists}
+        record.files = sum(r.files_removed for r in results)
+        record.details = {
+            "retention_hours": retention,
+            "tables": {r.table: asdict(r) for r in results},
+        }
+    done = [r for r in results if r.exists]
+    report(
+        f"maintain {dataset}: {len(done)} tables, files "
+        f"{sum(r.files_before for r in done)} -> {sum(r.files_after for r in done)}, "
+        f"{format_bytes(sum(r.bytes_removed for r in done))} removed"
+    )
+    return results
+
+
+def cmd_maintain(config: RunoffConfig, args: argparse.Namespace) -> int:
+    run_maintain(config, args.dataset)
+    return 0

@@ -1,0 +1,74 @@
+"""`runoff run <dataset>`: bronze, silver and validate in one process (one SparkSession).
+
+Input: the dataset's landing files and checkpoints. Output: what the three commands produce on
+their own: bronze and quarantine rows for the new landing files (`jobs.bronze.run`), the silver
+aggregates brought up to date (`jobs.silver.run_silver`), then Great Expectations on every
+table the run changed (`quality.runner.validate_dataset`). Each step appends its own ledger row.
+Trigger: the streaming steps run with `availableNow` and stop when caught up. A step that fails
+stops the run (later steps do not run); a critical expectation failure exits non-zero with the
+validation's one-line message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jobs.config import RunoffConfig
+from jobs.console import say
+from jobs.ledger import RunRecord
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from quality.runner import ValidationReport
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    bronze: RunRecord
+    silver: RunRecord
+    validation: ValidationReport
+    seconds: float
+
+
+def run_pipeline(
+    spark: SparkSession,
+    config: RunoffConfig,
+    dataset: str,
+    report: Callable[[str], None] = say,
+) -> PipelineResult:
+    """Bronze, then silver, then validate `dataset` on `spark`."""
+    from jobs.bronze import BronzeOptions
+    from jobs.bronze import run as run_bronze
+    from jobs.silver import run_silver
+    from jobs.streaming import summary_line
+    from quality.runner import render_summary, validate_dataset
+
+    started = time.perf_counter()
+    bronze = run_bronze(spark, config, dataset, BronzeOptions())
+    report(summary_line(f"bronze {dataset}", bronze))
+    silver = run_silver(spark, config, dataset, report=report)
+    validation = validate_dataset(config, dataset)
+    render_summary(validation)
+    seconds = time.perf_counter() - started
+    report(
+        f"run {dataset}: bronze {bronze.rows} rows ({bronze.quarantined} quarantined), "
+        f"silver {silver.rows} rows merged, validate "
+        f"{'passed' if validation.passed else 'FAILED'} in {seconds:.1f} s"
+    )
+    return PipelineResult(bronze, silver, validation, seconds)
+
+
+def cmd_run(config: RunoffConfig, args: argparse.Namespace) -> int:
+    from jobs.spark import get_spark
+    from quality.runner import QualityCheckFailed
+
+    spark = get_spark(app_name=f"runoff-run-{args.dataset}", config=config)
+    result = run_pipeline(spark, config, args.dataset)
+    if not result.validation.passed:
+        raise QualityCheckFailed(result.validation.failure_message())
+    return 0

@@ -1,0 +1,684 @@
+"""`runoff report <dataset>`: one self-contained HTML page with charts of a dataset's runs.
+
+Input: the dataset's silver tables, bronze and quarantine (row counts only), the run ledger
+`delta/ops/runs` and the quality results history `quality/results`, all read with delta-rs
+(DataFusion), so no Spark session or JVM is needed.
+Output: `<home>/reports/<dataset>.html`, a single file that works offline: inline CSS and inline
+SVG charts drawn with matplotlib; no scripts, fonts or images are fetched.
+Grain: one page per dataset, rebuilt in full on every call. Charts:
+- silver aggregates over time (events: Opens and Closes per hour; sensors: signals per device type
+  per minute and lost-signal device windows per minute; activity: readings per activity (gt) per
+  minute; lines: the top 20 words),
+- the run ledger: rows and seconds per run, rows behind the watermark and quarantined rows,
+- the quality pass rate per validation run (share of expectations that succeeded).
+A table that does not exist yet becomes a "no data yet" note; a dataset with no data at all still
+gets a valid page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import io
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from jobs.catalog import dataset_info
+from jobs.config import RunoffConfig
+from jobs.ledger import RUNS_SCHEMA, read_runs
+
+# Colours: one per layer of the run ledger, one per series of a silver chart.
+LAYER_COLOURS = {
+    "bronze": "#b07d3a",
+    "silver": "#7d8b99",
+    "validate": "#3f8f5f",
+    "backfill": "#7a5ea8",
+    "maintain": "#4f81bd",
+}
+OTHER_COLOUR = "#999999"
+SERIES_COLOURS = ("#1f6fb4", "#e07b28", "#3a9a47", "#c0392b", "#8e5bb5", "#7f6a4f", "#d16aa6")
+FAILED_COLOUR = "#c0392b"
+TOP_WORDS = 20
+LAST_RUNS_SHOWN = 15
+
+
+# -- the data a report is made of ----------------------------------------------------------------
+@dataclass(frozen=True)
+class TableInfo:
+    """One Delta table of the dataset: its version and row count, or None when absent."""
+
+    name: str
+    path: Path
+    version: int | None
+    rows: int | None
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything the page shows, already read from the home directory."""
+
+    dataset: str
+    description: str
+    home: Path
+    generated_at: datetime
+    tables: list[TableInfo]
+    silver: dict[str, pd.DataFrame | None]
+    runs: pd.DataFrame
+    quality: pd.DataFrame | None
+    quality_path: Path
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A rendered chart (inline SVG) or the note that replaces it."""
+
+    title: str
+    svg: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class SilverChart:
+    """How one silver table is charted: the columns to read and a function drawing them."""
+
+    table: str
+    columns: tuple[str, ...]
+    title: str
+    draw: Callable[[pd.DataFrame, str], str]
+
+
+# -- pure data shaping ---------------------------------------------------------------------------
+def _naive_utc(values: pd.Series) -> pd.Series:
+    """Timestamps as naive UTC (matplotlib's date axis wants one clock)."""
+    series = pd.to_datetime(values, utc=True)
+    return series.dt.tz_convert(None)
+
+
+def series_by_key(frame: pd.DataFrame, time_col: str, key_col: str, value_col: str) -> pd.DataFrame:
+    """One row per time, one column per key, cells = sum of `value_col` (0 where absent)."""
+    if frame.empty:
+        return pd.DataFrame()
+    data = frame.assign(**{time_col: _naive_utc(frame[time_col])})
+    pivot = data.pivot_table(
+        index=time_col, columns=key_col, values=value_col, aggfunc="sum", fill_value=0
+    )
+    pivot = pivot.sort_index()
+    return pivot[sorted(pivot.columns, key=str)]
+
+
+def count_by_time(frame: pd.DataFrame, time_col: str) -> pd.Series:
+    """Number of rows per distinct time, oldest first."""
+    if frame.empty:
+        return pd.Series(dtype="int64")
+    return _naive_utc(frame[time_col]).value_counts().sort_index()
+
+
+def top_words(frame: pd.DataFrame, n: int = TOP_WORDS) -> pd.DataFrame:
+    """The `n` most frequent words (ties broken alphabetically), most frequent first."""
+    if frame.empty:
+        return pd.DataFrame({"word": [], "count": []})
+    totals = frame.groupby("word")["count"].sum().reset_index()
+    ordered = totals.sort_values(["count", "word"], ascending=[False, True])
+    return ordered.head(n).reset_index(drop=True)
+
+
+def runs_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Ledger rows, oldest first, numbered from 1 (`run`): the x axis of the run charts."""
+    frame = pd.DataFrame(list(rows), columns=RUNS_SCHEMA.names)
+    frame = frame.sort_values("started_at", kind="stable").reset_index(drop=True)
+    for column in ("rows", "late_rows", "quarantined"):
+        frame[column] = frame[column].fillna(0).astype("int64")
+    frame["seconds"] = frame["seconds"].fillna(0.0).astype("float64")
+    frame.insert(0, "run", range(1, len(frame) + 1))
+    return frame
+
+
+_TIME_COLUMNS = ("run_time", "validated_at", "started_at", "ended_at", "checked_at", "timestamp")
+
+
+def quality_pass_rate(results: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """Share of expectations that succeeded, per validation run, oldest run first.
+
+    `results` is the quality results history: either one row per expectation (`run_id`,
+    `success`) or one row per validation (`run_id`, `evaluated_expectations`,
+    `successful_expectations`); a `dataset` column, when present, selects the dataset.
+    Returns columns run_id, at (first time seen, or None), evaluated, passed, pass_rate (0..1).
+    """
+    columns = ["run_id", "at", "evaluated", "passed", "pass_rate"]
+    if "run_id" not in results.columns:
+        raise ValueError("quality results have no run_id column")
+    data = results
+    if "dataset" in data.columns:
+        data = data[data["dataset"] == dataset]
+    if "evaluated_expectations" in data.columns and "successful_expectations" in data.columns:
+        evaluated = data["evaluated_expectations"].fillna(0).astype("int64")
+        passed = data["successful_expectations"].fillna(0).astype("int64")
+    elif "success" in data.columns:
+        evaluated = pd.Series(1, index=data.index, dtype="int64")
+        passed = data["success"].fillna(False).astype(bool).astype("int64")
+    else:
+        raise ValueError(
+            "quality results have neither a success column nor "
+            "evaluated_expectations/successful_expectations"
+        )
+    if data.empty:
+        return pd.DataFrame(columns=columns)
+    time_col = next((c for c in _TIME_COLUMNS if c in data.columns), None)
+    at = _naive_utc(data[time_col]) if time_col else pd.Series(pd.NaT, index=data.index)
+    frame = pd.DataFrame(
+        {"run_id": data["run_id"], "at": at, "evaluated": evaluated, "passed": passed}
+    )
+    order = {run_id: i for i, run_id in enumerate(dict.fromkeys(frame["run_id"]))}
+    grouped = frame.groupby("run_id", as_index=False, sort=False).agg(
+        at=("at", "min"), evaluated=("evaluated", "sum"), passed=("passed", "sum")
+    )
+    grouped["first"] = grouped["run_id"].map(order)
+    grouped = grouped.sort_values(["at", "first"], na_position="last", kind="stable")
+    rates = grouped["passed"] / grouped["evaluated"].where(grouped["evaluated"] > 0)
+    grouped["pass_rate"] = rates.fillna(0.0)
+    return grouped[columns].reset_index(drop=True)
+
+
+# -- charts (matplotlib, rendered to SVG text) ---------------------------------------------------
+def _new_figure(height: float = 3.4) -> Any:
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(10, height), layout="constrained")
+    FigureCanvasSVG(figure)
+    return figure
+
+
+_ID = re.compile(r'\bid="([^"]+)"')
+
+
+# Up to this many points per line every point is drawn; beyond, matplotlib may merge points that
+# lie on a straight line to keep the page small.
+EXACT_POINTS = 5000
+
+
+def figure_svg(figure: Any, prefix: str, simplify: bool = False) -> str:
+    """The figure as an inline `<svg>` element whose ids are unique on the page (`prefix`)."""
+    import matplotlib
+
+    buffer = io.StringIO()
+    with matplotlib.rc_context(
+        {"svg.fonttype": "none", "svg.hashsalt": prefix, "path.simplify": simplify}
+    ):
+        figure.savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    text = text[text.index("<svg") :]
+    # Several charts share one HTML page: make clip-path and marker ids unique per chart.
+    for name in sorted(set(_ID.findall(text)), key=len, reverse=True):
+        text = text.replace(f'id="{name}"', f'id="{prefix}-{name}"')
+        text = text.replace(f"#{name})", f"#{prefix}-{name})")
+        text = text.replace(f'#{name}"', f'#{prefix}-{name}"')
+    return text.replace("<svg ", f'<svg class="chart" data-chart="{prefix}" ', 1)
+
+
+def _style_axes(axes: Any, title: str, ylabel: str) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    axes.set_title(title, loc="left", fontsize=12, fontweight="bold")
+    axes.set_ylabel(ylabel)
+    axes.grid(axis="y", color="#dddddd", linewidth=0.8)
+    axes.set_axisbelow(True)
+    for side in ("top", "right"):
+        axes.spines[side].set_visible(False)
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:,.4g}"))
+
+
+def _time_axis(axes: Any) -> None:
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+    locator = AutoDateLocator()
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    axes.set_xlabel("window start (UTC)")
+
+
+def line_chart(pivot: pd.DataFrame, title: str, ylabel: str, prefix: str) -> str:
+    """One line per column of `pivot` (index: time)."""
+    figure = _new_figure()
+    axes = figure.add_subplot()
+    marker = "o" if len(pivot.index) <= 48 else None
+    for i, column in enumerate(pivot.columns):
+        axes.plot(
+            pivot.index,
+            pivot[column],
+            label=str(column),
+            color=SERIES_COLOURS[i % len(SERIES_COLOURS)],
+            marker=marker,
+            markersize=3,
+            linewidth=1.6,
+        )
+    _style_axes(axes, title, ylabel)
+    _time_axis(axes)
+    axes.set_ylim(bottom=0)
+    if len(pivot.columns) > 0:
+        _top_legend(axes)
+    return figure_svg(figure, prefix, simplify=len(pivot.index) > EXACT_POINTS)
+
+
+def time_bar_chart(
+    counts: pd.Series, window: pd.Timedelta, title: str, ylabel: str, prefix: str
+) -> str:
+    """One bar per window (index: window start; `window`: its length)."""
+    figure = _new_figure()
+    axes = figure.add_subplot()
+    axes.bar(list(counts.index), counts.to_numpy(), width=window * 0.8, color=SERIES_COLOURS[3])
+    _style_axes(axes, title, ylabel)
+    _time_axis(axes)
+    return figure_svg(figure, prefix)
+
+
+def word_bar_chart(words: pd.DataFrame, title: str, prefix: str) -> str:
+    """Horizontal bars, most frequent word on top."""
+    figure = _new_figure(height=max(3.0, 0.28 * len(words) + 1.2))
+    axes = figure.add_subplot()
+    axes.barh(list(words["word"])[::-1], list(words["count"])[::-1], color=SERIES_COLOURS[0])
+    axes.set_title(title, loc="left", fontsize=12, fontweight="bold")
+    axes.set_xlabel("occurrences")
+    axes.grid(axis="x", color="#dddddd", linewidth=0.8)
+    axes.set_axisbelow(True)
+    for side in ("top", "right"):
+        axes.spines[side].set_visible(False)
+    return figure_svg(figure, prefix)
+
+
+def runs_bar_chart(runs: pd.DataFrame, column: str, title: str, ylabel: str, prefix: str) -> str:
+    """One bar per run (x: run number), coloured by layer; failed runs hatched in red."""
+    figure = _new_figure()
+    axes = figure.add_subplot()
+    colours = [LAYER_COLOURS.get(str(layer), OTHER_COLOUR) for layer in runs["layer"]]
+    failed = [str(status) not in ("success", "running") for status in runs["status"]]
+    bars = axes.bar(runs["run"], runs[column], color=colours, width=0.8)
+    for bar, bad in zip(bars, failed, strict=True):
+        if bad:
+            bar.set_hatch("///")
+            bar.set_edgecolor(FAILED_COLOUR)
+    _style_axes(axes, title, ylabel)
+    axes.set_xlabel("run (oldest first)")
+    _integer_run_axis(axes, len(runs))
+    from matplotlib.patches import Patch
+
+    layers = list(dict.fromkeys(str(layer) for layer in runs["layer"]))
+    handles = [Patch(color=LAYER_COLOURS.get(layer, OTHER_COLOUR), label=layer) for layer in layers]
+    if any(failed):
+        handles.append(
+            Patch(facecolor="white", edgecolor=FAILED_COLOUR, hatch="///", label="failed")
+        )
+    _top_legend(axes, handles=handles)
+    return figure_svg(figure, prefix)
+
+
+def late_quarantine_chart(runs: pd.DataFrame, prefix: str) -> str:
+    """Per run: rows behind the watermark (late_rows) and quarantined rows, side by side."""
+    figure = _new_figure()
+    axes = figure.add_subplot()
+    x = runs["run"].to_numpy(dtype=float)
+    late, quarantined = runs["late_rows"], runs["quarantined"]
+    axes.bar(x - 0.2, late, width=0.4, color=SERIES_COLOURS[1], label="behind the watermark")
+    axes.bar(x + 0.2, quarantined, width=0.4, color=SERIES_COLOURS[3], label="quarantined")
+    _style_axes(axes, "Late and quarantined rows per run", "rows")
+    axes.set_xlabel("run (oldest first)")
+    _integer_run_axis(axes, len(runs))
+    _top_legend(axes)
+    return figure_svg(figure, prefix)
+
+
+def pass_rate_chart(rates: pd.DataFrame, prefix: str) -> str:
+    """One bar per validation run: percentage of expectations that succeeded."""
+    figure = _new_figure()
+    axes = figure.add_subplot()
+    x = list(range(1, len(rates) + 1))
+    percent = (rates["pass_rate"] * 100).to_numpy()
+    colours = [SERIES_COLOURS[2] if p >= 100 else FAILED_COLOUR for p in percent]
+    axes.bar(x, percent, color=colours, width=0.7)
+    for xi, p in zip(x, percent, strict=True):
+        axes.annotate(f"{p:.0f}%", (xi, p), ha="center", va="bottom", fontsize=8)
+    _style_axes(axes, "Quality pass rate per validation run", "expectations passed (%)")
+    axes.set_ylim(0, 110)
+    axes.set_xlabel("validation run (oldest first)")
+    _integer_run_axis(axes, len(rates))
+    return figure_svg(figure, prefix)
+
+
+def _top_legend(axes: Any, handles: list[Any] | None = None) -> None:
+    """The legend in one row above the plot, right-aligned (the title sits on the left)."""
+    shown = handles if handles is not None else axes.get_legend_handles_labels()[0]
+    axes.legend(
+        handles=shown,
+        frameon=False,
+        ncols=max(1, min(len(shown), 6)),
+        loc="lower right",
+        bbox_to_anchor=(1.0, 1.0),
+        borderaxespad=0.2,
+    )
+
+
+def _integer_run_axis(axes: Any, count: int) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    if count <= 30:
+        axes.set_xticks(range(1, count + 1))
+    else:
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=20))
+    axes.set_xlim(0.4, max(count, 1) + 0.6)
+
+
+# -- silver charts per dataset -------------------------------------------------------------------
+def _draw_events_hourly(frame: pd.DataFrame, prefix: str) -> str:
+    pivot = series_by_key(frame, "window_start", "action", "count")
+    return line_chart(pivot, "Open and Close events per hour", "events", prefix)
+
+
+def _draw_sensor_types(frame: pd.DataFrame, prefix: str) -> str:
+    pivot = series_by_key(frame, "window_start", "deviceType", "count")
+    return line_chart(pivot, "Signals per device type per minute", "signals", prefix)
+
+
+def _draw_lost_signal(frame: pd.DataFrame, prefix: str) -> str:
+    counts = count_by_time(frame, "window_start")
+    title = "Lost-signal device windows per minute"
+    return time_bar_chart(counts, pd.Timedelta(minutes=1), title, "devices", prefix)
+
+
+def _draw_activity(frame: pd.DataFrame, prefix: str) -> str:
+    pivot = series_by_key(frame, "window_start", "gt", "count")
+    return line_chart(pivot, "Readings per activity (gt) per minute", "readings", prefix)
+
+
+def _draw_words(frame: pd.DataFrame, prefix: str) -> str:
+    return word_bar_chart(top_words(frame), f"Top {TOP_WORDS} words", prefix)
+
+
+SILVER_CHARTS: dict[str, tuple[SilverChart, ...]] = {
+    "events": (
+        SilverChart(
+            "events_action_hourly",
+            ("window_start", "action", "count"),
+            "Open and Close events per hour",
+            _draw_events_hourly,
+        ),
+    ),
+    "sensors": (
+        SilverChart(
+            "sensors_type_signal",
+            ("window_start", "deviceType", "count"),
+            "Signals per device type per minute",
+            _draw_sensor_types,
+        ),
+        SilverChart(
+            "sensors_lost_signal",
+            ("window_start", "deviceId"),
+            "Lost-signal device windows per minute",
+            _draw_lost_signal,
+        ),
+    ),
+    "activity": (
+        SilverChart(
+            "activity_user_minute",
+            ("window_start", "gt", "count"),
+            "Readings per activity (gt) per minute",
+            _draw_activity,
+        ),
+    ),
+    "lines": (
+        SilverChart("lines_word_counts", ("word", "count"), f"Top {TOP_WORDS} words", _draw_words),
+    ),
+}
+
+
+def silver_charts(data: ReportData) -> list[Chart]:
+    charts = []
+    for i, spec in enumerate(SILVER_CHARTS.get(data.dataset, ())):
+        frame = data.silver.get(spec.table)
+        if frame is None:
+            note = f"No data yet: silver table {spec.table} does not exist (run `runoff run "
+            charts.append(Chart(spec.title, note=note + f"{data.dataset}`)."))
+        elif frame.empty:
+            charts.append(Chart(spec.title, note=f"No data yet: {spec.table} has no rows."))
+        else:
+            charts.append(Chart(spec.title, svg=spec.draw(frame, f"silver{i}")))
+    return charts
+
+
+def run_charts(data: ReportData) -> list[Chart]:
+    titles = (
+        "Rows per run",
+        "Seconds per run",
+        "Late and quarantined rows per run",
+    )
+    if data.runs.empty:
+        note = f"No data yet: the run ledger has no runs of {data.dataset}."
+        return [Chart(title, note=note) for title in titles]
+    runs = data.runs
+    return [
+        Chart(titles[0], svg=runs_bar_chart(runs, "rows", titles[0], "rows", "runs-rows")),
+        Chart(titles[1], svg=runs_bar_chart(runs, "seconds", titles[1], "seconds", "runs-secs")),
+        Chart(titles[2], svg=late_quarantine_chart(runs, "runs-late")),
+    ]
+
+
+def quality_charts(data: ReportData) -> list[Chart]:
+    title = "Quality pass rate per validation run"
+    if data.quality is None:
+        return [
+            Chart(
+                title,
+                note=f"No data yet: no quality results table at {data.quality_path} "
+                f"(run `runoff validate {data.dataset}`).",
+            )
+        ]
+    try:
+        rates = quality_pass_rate(data.quality, data.dataset)
+    except ValueError as exc:
+        return [Chart(title, note=f"Quality results at {data.quality_path} not charted: {exc}.")]
+    if rates.empty:
+        return [Chart(title, note=f"No data yet: no validation results for {data.dataset}.")]
+    return [Chart(title, svg=pass_rate_chart(rates, "quality"))]
+
+
+# -- HTML ----------------------------------------------------------------------------------------
+CSS = """
+body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #222;
+       margin: 0; background: #f6f7f9; }
+header { background: #1d3b53; color: #fff; padding: 18px 32px; }
+header h1 { margin: 0 0 4px; font-size: 22px; }
+header p { margin: 0; opacity: .85; }
+main { max-width: 1180px; margin: 0 auto; padding: 8px 32px 40px; }
+section { background: #fff; border: 1px solid #e1e4e8; border-radius: 6px; margin: 18px 0;
+          padding: 6px 20px 16px; }
+h2 { font-size: 17px; border-bottom: 1px solid #eee; padding-bottom: 6px; }
+figure { margin: 14px 0; }
+figure svg.chart { width: 100%; height: auto; display: block; }
+.note { color: #6a737d; background: #fafbfc; border-left: 3px solid #d1d5da; padding: 8px 12px; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { padding: 4px 10px; border-bottom: 1px solid #eee; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.failed { color: #c0392b; font-weight: 600; }
+"""
+
+
+def _esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _chart_html(chart: Chart) -> str:
+    if chart.svg is not None:
+        return f'<figure aria-label="{_esc(chart.title)}">{chart.svg}</figure>'
+    return (
+        f'<figure aria-label="{_esc(chart.title)}"><h3>{_esc(chart.title)}</h3>'
+        f'<p class="note">{_esc(chart.note)}</p></figure>'
+    )
+
+
+def _tables_html(tables: Sequence[TableInfo]) -> str:
+    rows = []
+    for table in tables:
+        if table.version is None:
+            cells = '<td class="num">-</td><td class="num">-</td><td>no data yet</td>'
+        else:
+            cells = (
+                f'<td class="num">{table.version}</td>'
+                f'<td class="num">{(table.rows or 0):,}</td><td>{_esc(table.path)}</td>'
+            )
+        rows.append(f"<tr><td>{_esc(table.name)}</td>{cells}</tr>")
+    head = "<tr><th>table</th><th>version</th><th>rows</th><th>location</th></tr>"
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _runs_table_html(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return ""
+    shown = runs.tail(LAST_RUNS_SHOWN).iloc[::-1]
+    head = (
+        "<tr><th>run</th><th>started (UTC)</th><th>layer</th><th>status</th><th>rows</th>"
+        "<th>seconds</th><th>late rows</th><th>quarantined</th><th>error</th></tr>"
+    )
+    rows = []
+    for run in shown.to_dict("records"):
+        started = pd.Timestamp(run["started_at"]).strftime("%Y-%m-%d %H:%M:%S")
+        status_class = "" if run["status"] in ("success", "running") else ' class="failed"'
+        rows.append(
+            f'<tr><td class="num">{run["run"]}</td><td>{started}</td>'
+            f"<td>{_esc(run['layer'])}</td>"
+            f"<td{status_class}>{_esc(run['status'])}</td>"
+            f'<td class="num">{run["rows"]:,}</td><td class="num">{run["seconds"]:,.1f}</td>'
+            f'<td class="num">{run["late_rows"]:,}</td>'
+            f'<td class="num">{run["quarantined"]:,}</td>'
+            f"<td>{_esc(run['error'] or '')}</td></tr>"
+        )
+    caption = f"<h3>Last {min(len(runs), LAST_RUNS_SHOWN)} of {len(runs)} runs</h3>"
+    return f"{caption}<table>{head}{''.join(rows)}</table>"
+
+
+def render_report(data: ReportData) -> str:
+    """The complete HTML page (pure: no file or network access)."""
+    sections: list[str] = []
+    sections.append(f"<section><h2>Tables</h2>{_tables_html(data.tables)}</section>")
+    silver = "".join(_chart_html(c) for c in silver_charts(data))
+    sections.append(f"<section><h2>Silver aggregates</h2>{silver}</section>")
+    runs = "".join(_chart_html(c) for c in run_charts(data)) + _runs_table_html(data.runs)
+    sections.append(f"<section><h2>Runs</h2>{runs}</section>")
+    quality = "".join(_chart_html(c) for c in quality_charts(data))
+    sections.append(f"<section><h2>Data quality</h2>{quality}</section>")
+    generated = data.generated_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>runoff report: {_esc(data.dataset)}</title><style>{CSS}</style></head>"
+        f"<body><header><h1>runoff report: {_esc(data.dataset)}</h1>"
+        f"<p>{_esc(data.description)}</p>"
+        f"<p>home {_esc(data.home)} &middot; generated {generated}</p></header>"
+        f"<main>{''.join(sections)}</main></body></html>\n"
+    )
+
+
+# -- reading the home directory ------------------------------------------------------------------
+def _is_delta(path: Path) -> bool:
+    return (path / "_delta_log").is_dir()
+
+
+def read_delta(path: Path, columns: Sequence[str] | None = None) -> pd.DataFrame | None:
+    """A Delta table (or some of its columns) as pandas; None when there is no table at `path`.
+
+    Reads through delta-rs's DataFusion engine, which honours deletion vectors and column mapping.
+    """
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    if not _is_delta(path):
+        return None
+    table = DeltaTable(str(path))
+    select = ", ".join(f'"{c}"' for c in columns) if columns else "*"
+    reader = QueryBuilder().register("t", table).execute(f"SELECT {select} FROM t")
+    frame: pd.DataFrame = pa.table(reader).to_pandas()
+    return frame
+
+
+def table_info(name: str, path: Path) -> TableInfo:
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    if not _is_delta(path):
+        return TableInfo(name, path, None, None)
+    table = DeltaTable(str(path))
+    counted = pa.table(QueryBuilder().register("t", table).execute("SELECT count(*) AS n FROM t"))
+    return TableInfo(name, path, table.version(), int(counted.column("n")[0].as_py()))
+
+
+def load_report_data(config: RunoffConfig, dataset: str) -> ReportData:
+    """Read what the report of `dataset` shows from the home directory (no Spark)."""
+    info = dataset_info(dataset)
+    tables = [
+        table_info(info.bronze_table, config.bronze_path(dataset)),
+        table_info(info.quarantine_table, config.quarantine_path(dataset)),
+        *(table_info(t, config.silver_path(t)) for t in info.silver_tables),
+    ]
+    silver = {
+        spec.table: read_delta(config.silver_path(spec.table), spec.columns)
+        for spec in SILVER_CHARTS.get(dataset, ())
+    }
+    quality_path = config.quality_dir / "results"
+    return ReportData(
+        dataset=dataset,
+        description=info.description,
+        home=config.home,
+        generated_at=datetime.now(UTC),
+        tables=tables,
+        silver=silver,
+        runs=runs_frame(read_runs(config.runs_path, dataset)),
+        quality=read_delta(quality_path, _quality_columns(quality_path)),
+        quality_path=quality_path,
+    )
+
+
+def _quality_columns(path: Path) -> list[str] | None:
+    """The columns `quality_pass_rate` may use, of those the results table has."""
+    from deltalake import DeltaTable
+
+    if not _is_delta(path):
+        return None
+    wanted = ("run_id", "dataset", "success", "evaluated_expectations", "successful_expectations")
+    names = {f.name for f in DeltaTable(str(path)).schema().fields}
+    return [c for c in (*wanted, *_TIME_COLUMNS) if c in names] or None
+
+
+def report_path(config: RunoffConfig, dataset: str) -> Path:
+    return config.home / "reports" / f"{dataset}.html"
+
+
+def write_report(config: RunoffConfig, dataset: str) -> Path:
+    """Render the report of `dataset` and write it atomically; returns its path."""
+    page = render_report(load_report_data(config, dataset))
+    path = report_path(config, dataset)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.tmp")
+    partial.write_text(page, encoding="utf-8")
+    partial.replace(path)
+    return path
+
+
+def cmd_report(config: RunoffConfig, args: argparse.Namespace) -> int:
+    print(write_report(config, args.dataset), flush=True)
+    return 0
+
+
+__all__ = [
+    "ReportData",
+    "cmd_report",
+    "load_report_data",
+    "quality_pass_rate",
+    "render_report",
+    "report_path",
+    "write_report",
+]

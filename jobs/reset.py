@@ -1,0 +1,116 @@
+"""`runoff reset <dataset> --layer bronze|silver|all --yes`: full refresh of a layer.
+
+Input: the dataset's tables and checkpoints. Output: the layer's Delta tables and streaming
+checkpoints deleted, so that the next scheduled run rebuilds them from scratch under a new
+streaming query id (a new checkpoint gets a new id, hence a new Delta app id, so no batch of the
+new query is mistaken for one already committed). One ledger row (layer "reset").
+
+Layers:
+- `silver`: every silver table of the dataset and their checkpoints.
+- `bronze` (and `all`): bronze, quarantine and the bronze checkpoint, AND the silver layer: a
+  silver checkpoint records offsets into bronze (table version, file index); once bronze is
+  rebuilt from version 0 those offsets point at versions that mean something else, so the silver
+  streams would silently skip or re-read data. The command says so in its output.
+
+Refuses without `--yes` (one line, exit 1). Holds the checkpoint locks of everything it deletes
+(the lock files live beside the checkpoints and survive the reset), so it never pulls a table from
+under a running job. Landing files, the run ledger and quality results are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from contextlib import ExitStack
+from pathlib import Path
+
+from jobs.config import RunoffConfig
+from jobs.console import say
+from jobs.errors import RunoffError
+from jobs.locking import checkpoint_lock
+from jobs.status import TableRef, dataset_tables
+
+
+def layers_to_reset(layer: str) -> tuple[str, ...]:
+    """Which layers a reset of `layer` clears (bronze drags silver along; see module doc)."""
+    if layer == "silver":
+        return ("silver",)
+    if layer in ("bronze", "all"):
+        return ("bronze", "silver")
+    raise RunoffError(f"layer {layer!r} is not one of bronze, silver, all")
+
+
+def reset_targets(
+    config: RunoffConfig, dataset: str, layer: str
+) -> tuple[list[TableRef], list[Path]]:
+    """The tables and the checkpoint directories a reset of `layer` deletes."""
+    layers = layers_to_reset(layer)
+    tables = [
+        t
+        for t in dataset_tables(config, dataset)
+        if (t.layer in ("bronze", "quarantine") and "bronze" in layers)
+        or (t.layer == "silver" and "silver" in layers)
+    ]
+    checkpoints: list[Path] = []
+    for t in tables:
+        if t.checkpoint is not None and t.checkpoint not in checkpoints:
+            checkpoints.append(t.checkpoint)
+    return tables, checkpoints
+
+
+def _remove(path: Path) -> bool:
+    if not path.exists():
+        return False
+    shutil.rmtree(path)
+    return True
+
+
+def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
+    from jobs.ledger import RunRecord, append_run
+
+    dataset: str = args.dataset
+    layer: str = args.layer
+    tables, checkpoints = reset_targets(config, dataset, layer)
+    names = ", ".join(t.name for t in tables)
+    if not args.yes:
+        raise RunoffError(
+            f"reset {dataset} --layer {layer} deletes tables {names} and their checkpoints: "
+            "add --yes to confirm"
+        )
+    if layer == "bronze":
+        say(
+            f"resetting bronze resets silver too: the silver checkpoints of {dataset} hold "
+            "offsets into the bronze table that is being rebuilt"
+        )
+    record = RunRecord(dataset=dataset, layer="reset", trigger=layer)
+    deleted: list[str] = []
+    with ExitStack() as locks:
+        for checkpoint in checkpoints:
+            locks.enter_context(checkpoint_lock(checkpoint, f"reset {dataset} --layer {layer}"))
+        for table in tables:
+            record.versions_before[table.name] = _version(table)
+            if _remove(table.path):
+                deleted.append(str(table.path))
+                say(f"deleted table {table.name} ({table.path})")
+            else:
+                say(f"table {table.name} did not exist")
+        for checkpoint in checkpoints:
+            if _remove(checkpoint):
+                deleted.append(str(checkpoint))
+                say(f"deleted checkpoint {checkpoint}")
+    record.versions_after = {t.name: -1 for t in tables}
+    record.details = {"layers": list(layers_to_reset(layer)), "deleted": deleted}
+    append_run(config.runs_path, record.finish())
+    say(
+        f"reset {dataset} ({', '.join(layers_to_reset(layer))}): {len(deleted)} paths deleted; "
+        "the next run rebuilds them from the landing files with a new streaming query id"
+    )
+    return 0
+
+
+def _version(table: TableRef) -> int:
+    if not table.exists:
+        return -1
+    from deltalake import DeltaTable
+
+    return int(DeltaTable(str(table.path)).version())

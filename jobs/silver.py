@@ -1,0 +1,525 @@
+"""`runoff silver <dataset>`: windowed aggregates of a bronze table, upserted into Delta.
+
+Input: `delta/bronze/<dataset>`, read as a stream through the delta engine's source
+(`spark.readStream.format("delta")`; `--max-files-per-trigger N` passes `maxFilesPerTrigger`).
+Output: one Delta table per aggregate of the dataset (`delta/silver/<dataset>_<aggregate>`),
+with one row per window and key (`SilverAggregate.keys`): `window_start`, `window_end`, the keys
+and the measures (`lines_word_counts` has no window: one row per word).
+
+Trigger: `availableNow`. A run processes what bronze committed since the previous run (the
+checkpoint `checkpoints/silver/<table>` remembers where that was), in as many micro-batches as the
+rate limit asks, plus the no-data batches Spark runs to advance the watermark, then stops. All the
+dataset's tables run as concurrent queries of one SparkSession; each holds its checkpoint's lock.
+
+Writes: the transforms (pure, in `jobs/datasets/`) hold the watermark and the window. Tables in
+"update" mode receive, after every micro-batch, the current aggregate of each window the batch
+touched; a MERGE keyed by window and keys updates or inserts them. "append" tables
+(`sensors_lost_signal`) receive a window once, when the watermark finalizes it: an insert-only
+MERGE. Every MERGE commit carries the app transaction (app id = the query id Spark keeps in
+`<checkpoint>/metadata`, version = batch id); a batch the table has already recorded is skipped,
+so a micro-batch replayed after a crash changes nothing. The MERGE condition also bounds the
+target's `window_start` to the batch's range so that delta-rs skips files by their statistics and
+the cost of a batch does not grow with the table.
+
+Late rows: rows whose window the watermark already closed are left out by Spark and counted in
+the query progress (`stateOperators[].numRowsDroppedByWatermark`). Spark counts them after the
+partial aggregation of the batch, so the figure is the number of late (window, key) groups of
+each batch: a lower bound on late records, never zero when some record was dropped. The run
+ledger (`late_rows`) and the closing summary report it so that a user knows to backfill.
+
+Partitioning: none. A silver table holds one row per window and key (a few thousand rows per day
+here); partitioning by day would cut every MERGE into many small files. Queries (recent windows,
+a backfill's day range) filter on `window_start`, and since windows arrive roughly in time order
+the files' min/max statistics on it prune as well as day partitions would.
+
+Shuffle partitions: stateful queries keep their state in `spark.sql.shuffle.partitions` buckets
+and Spark records the number in the checkpoint; the session uses `RunoffConfig.shuffle_partitions`
+(4) for new checkpoints, and Spark reuses the recorded number for existing ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jobs.config import RunoffConfig
+from jobs.console import say
+from jobs.datasets import Dataset, SilverAggregate, get_dataset
+from jobs.errors import RunoffError
+from jobs.ledger import RunRecord
+from jobs.locking import checkpoint_lock
+from jobs.streaming import (
+    BatchFunction,
+    first_line,
+    guard_checkpoint,
+    read_query_id,
+    recorded_run,
+    table_version,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+logger = logging.getLogger(__name__)
+
+TRIGGER = "available-now"
+# Column the MERGE condition bounds so that delta-rs prunes target files by statistics.
+RANGE_COLUMN = "window_start"
+POLL_SECONDS = 0.5
+
+
+# -- pure helpers -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SilverOptions:
+    """What a silver run may change from the dataset's defaults."""
+
+    watermark: str | None = None
+    max_files_per_trigger: int | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SilverOptions:
+        return cls(
+            watermark=getattr(args, "watermark", None),
+            max_files_per_trigger=getattr(args, "max_files_per_trigger", None),
+        )
+
+
+def quote(column: str) -> str:
+    """A SQL identifier for delta-rs (DataFusion folds unquoted names to lower case)."""
+    return '"' + column.replace('"', '""') + '"'
+
+
+def sql_timestamp(value: datetime) -> str:
+    """A timestamp literal delta-rs compares with a UTC timestamp column."""
+    return "'" + value.isoformat() + "'"
+
+
+def merge_predicate(
+    keys: Sequence[str],
+    window_range: tuple[datetime, datetime] | None = None,
+    source: str = "s",
+    target: str = "t",
+) -> str:
+    """The MERGE condition: keys equal, and the target's window_start within the batch's range.
+
+    The range conjunct references the target only, so delta-rs evaluates it against the files'
+    min/max statistics and never opens files of older windows.
+    """
+    if not keys:
+        raise ValueError("a MERGE needs at least one key column")
+    parts = [f"{target}.{quote(k)} = {source}.{quote(k)}" for k in keys]
+    if window_range is not None:
+        low, high = window_range
+        column = f"{target}.{quote(RANGE_COLUMN)}"
+        parts.append(f"{column} >= {sql_timestamp(low)}")
+        parts.append(f"{column} <= {sql_timestamp(high)}")
+    return " AND ".join(parts)
+
+
+def batch_window_range(data: pa.Table) -> tuple[datetime, datetime] | None:
+    """(min, max) of the batch's window_start, or None for tables without windows or rows."""
+    import pyarrow.compute as pc
+
+    if RANGE_COLUMN not in data.column_names or data.num_rows == 0:
+        return None
+    bounds = pc.min_max(data[RANGE_COLUMN])
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is None or high is None:
+        return None
+    return low, high
+
+
+def late_rows_of(progress: Mapping[str, Any]) -> int:
+    """Rows a micro-batch's stateful operators dropped for being behind the watermark."""
+    return sum(
+        int(op.get("numRowsDroppedByWatermark") or 0) for op in progress.get("stateOperators") or ()
+    )
+
+
+# -- Delta I/O --------------------------------------------------------------------------------
+def ensure_table(path: Path, schema: pa.Schema, partition_by: Sequence[str] = ()) -> None:
+    """Create the empty silver table so that it exists (for readers) before any window closes."""
+    from deltalake import DeltaTable
+
+    if DeltaTable.is_deltatable(str(path)):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    DeltaTable.create(str(path), schema, partition_by=list(partition_by) or None, mode="ignore")
+
+
+@dataclass(frozen=True)
+class MergeOutcome:
+    """What one micro-batch did to its silver table."""
+
+    rows: int  # rows in the batch's output
+    inserted: int
+    updated: int
+    seconds: float
+    committed: bool  # False: empty batch, or a replay the table had already committed
+    version: int
+
+
+def merge_batch(
+    path: Path,
+    data: pa.Table,
+    aggregate: SilverAggregate,
+    app_id: str,
+    batch_id: int,
+) -> MergeOutcome:
+    """MERGE one micro-batch's output into the silver table, at most once per (app_id, batch_id)."""
+    from deltalake import CommitProperties, DeltaTable, Transaction
+
+    started = time.perf_counter()
+    table = DeltaTable(str(path))
+    done = table.transaction_version(app_id)
+    if data.num_rows == 0 or (done is not None and done >= batch_id):
+        return MergeOutcome(
+            data.num_rows, 0, 0, time.perf_counter() - started, False, int(table.version())
+        )
+    import pyarrow as pa
+
+    schema = pa.schema(table.schema().to_arrow())
+    data = data.select(schema.names).cast(schema)
+    merger = table.merge(
+        data,
+        merge_predicate(aggregate.keys, batch_window_range(data)),
+        source_alias="s",
+        target_alias="t",
+        commit_properties=CommitProperties(
+            app_transactions=[Transaction(app_id=app_id, version=batch_id)]
+        ),
+    )
+    if aggregate.output_mode == "update":
+        merger = merger.when_matched_update_all()
+    metrics = merger.when_not_matched_insert_all().execute()
+    return MergeOutcome(
+        rows=data.num_rows,
+        inserted=int(metrics.get("num_target_rows_inserted", 0)),
+        updated=int(metrics.get("num_target_rows_updated", 0)),
+        seconds=time.perf_counter() - started,
+        committed=True,
+        version=int(table.version()),
+    )
+
+
+class BatchWriter:
+    """What one silver table's `foreachBatch` does: collect the batch's output, MERGE it."""
+
+    def __init__(self, aggregate: SilverAggregate, path: Path, checkpoint: Path) -> None:
+        self.aggregate = aggregate
+        self.path = path
+        self.checkpoint = checkpoint
+        self.outcomes: dict[int, MergeOutcome] = {}
+        self._app_id: str | None = None
+        # Keeps the Python error of a failed batch (Spark wraps it in pages of JVM text).
+        self.function = BatchFunction(self.process)
+
+    @property
+    def app_id(self) -> str:
+        if self._app_id is None:
+            query_id = read_query_id(self.checkpoint)
+            if query_id is None:
+                raise RunoffError(f"{self.checkpoint}/metadata holds no streaming query id")
+            self._app_id = query_id
+        return self._app_id
+
+    def process(self, batch: DataFrame, batch_id: int) -> None:
+        # One action on the batch: evaluating it twice would run the stateful plan twice.
+        data = batch.toArrow()
+        self.outcomes[batch_id] = merge_batch(
+            self.path, data, self.aggregate, self.app_id, batch_id
+        )
+
+
+# -- progress ---------------------------------------------------------------------------------
+@dataclass
+class TableRun:
+    """Progress of one silver table's query during a run."""
+
+    aggregate: SilverAggregate
+    path: Path
+    checkpoint: Path
+    writer: BatchWriter
+    version_before: int = -1
+    version_after: int = -1
+    batches: int = 0
+    input_rows: int = 0
+    late_rows: int = 0
+    seconds: float = 0.0
+    watermark: str | None = None
+    last_batch: int = -1
+    query: StreamingQuery | None = None
+
+    @property
+    def table(self) -> str:
+        return self.aggregate.table
+
+    @property
+    def merged_rows(self) -> int:
+        return sum(o.rows for o in self.writer.outcomes.values() if o.committed)
+
+    @property
+    def merge_seconds(self) -> list[float]:
+        """Seconds of each committed MERGE, in batch order."""
+        return [o.seconds for _, o in sorted(self.writer.outcomes.items()) if o.committed]
+
+    def observe(self, progress: Mapping[str, Any]) -> str | None:
+        """Account for one progress report; the progress line to print, once per batch."""
+        batch_id = int(progress["batchId"])
+        if batch_id <= self.last_batch:
+            return None
+        self.last_batch = batch_id
+        rows = int(progress.get("numInputRows") or 0)
+        late = late_rows_of(progress)
+        seconds = float((progress.get("durationMs") or {}).get("triggerExecution", 0)) / 1000
+        self.batches += 1
+        self.input_rows += rows
+        self.late_rows += late
+        self.seconds += seconds
+        self.watermark = (progress.get("eventTime") or {}).get("watermark", self.watermark)
+        outcome = self.writer.outcomes.get(batch_id)
+        if outcome is None or outcome.rows == 0:
+            written = "no window changed"
+        elif not outcome.committed:
+            written = f"{outcome.rows} rows already committed before a restart, skipped"
+        else:
+            written = (
+                f"{outcome.rows} rows merged ({outcome.inserted} new, {outcome.updated} updated)"
+                f" in {outcome.seconds:.2f} s"
+            )
+        late_text = f", {late} late" if late else ""
+        return (
+            f"silver {self.table} batch {batch_id}: {rows} rows in{late_text}, {written}, "
+            f"{seconds:.1f} s"
+        )
+
+
+def watch(runs: Sequence[TableRun], report: Callable[[str], None]) -> None:
+    """Report each new micro-batch of the runs' queries (call repeatedly, then once at the end)."""
+    for run in runs:
+        if run.query is None:
+            continue
+        for progress in sorted(run.query.recentProgress, key=lambda p: int(p["batchId"])):
+            line = run.observe(progress)
+            if line:
+                report(line)
+
+
+# -- the job ----------------------------------------------------------------------------------
+def bronze_stream(
+    spark: SparkSession, config: RunoffConfig, dataset: Dataset, options: SilverOptions
+) -> DataFrame:
+    reader = spark.readStream.format("delta")
+    if options.max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", str(options.max_files_per_trigger))
+    return reader.load(str(config.bronze_path(dataset.name)))
+
+
+def start_query(
+    spark: SparkSession,
+    config: RunoffConfig,
+    dataset: Dataset,
+    run: TableRun,
+    watermark: str,
+    options: SilverOptions,
+) -> StreamingQuery:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    aggregated = run.aggregate.transform(bronze_stream(spark, config, dataset, options), watermark)
+    ensure_table(
+        run.path, to_arrow_schema(aggregated.schema, timezone="UTC"), run.aggregate.partition_by
+    )
+    return (
+        aggregated.writeStream.queryName(f"silver_{run.table}")
+        .outputMode(run.aggregate.output_mode)
+        .option("checkpointLocation", str(run.checkpoint))
+        .foreachBatch(run.writer.function)
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+def await_queries(runs: Sequence[TableRun], report: Callable[[str], None]) -> None:
+    """Wait for every query to finish, reporting batches as they complete; stop all on failure."""
+    from pyspark.errors import StreamingQueryException
+
+    pending = [run for run in runs if run.query is not None]
+    try:
+        while pending:
+            watch(runs, report)
+            for run in list(pending):
+                assert run.query is not None
+                if run.query.isActive:
+                    continue
+                try:
+                    run.query.awaitTermination()  # returns at once, or raises its failure
+                except StreamingQueryException as exc:
+                    watch(runs, report)
+                    cause = run.writer.function.error
+                    if isinstance(cause, RunoffError):
+                        raise cause from exc
+                    if cause is not None:
+                        raise RunoffError(
+                            f"silver table {run.table} failed in batch "
+                            f"{run.writer.function.failed_batch}: "
+                            f"{type(cause).__name__}: {first_line(cause)}"
+                        ) from cause
+                    raise RunoffError(
+                        f"silver table {run.table} failed after batch {run.last_batch}: "
+                        f"{first_line(exc)}"
+                    ) from exc
+                pending.remove(run)
+            if pending:
+                time.sleep(POLL_SECONDS)
+        watch(runs, report)
+    finally:
+        for run in runs:
+            if run.query is not None and run.query.isActive:
+                run.query.stop()
+
+
+@contextmanager
+def hold_locks(config: RunoffConfig, dataset: Dataset) -> Iterator[None]:
+    """One lock per checkpoint, all taken before any query starts."""
+    with ExitStack() as stack:
+        for aggregate in dataset.aggregates:
+            stack.enter_context(
+                checkpoint_lock(
+                    config.checkpoint_dir("silver", aggregate.table),
+                    f"runoff silver {dataset.name}",
+                )
+            )
+        yield
+
+
+def summarize(record: RunRecord, runs: Sequence[TableRun], report: Callable[[str], None]) -> None:
+    for run in runs:
+        merge = (
+            f", MERGE {sum(run.merge_seconds):.2f} s over {len(run.merge_seconds)} commits"
+            if run.merge_seconds
+            else ""
+        )
+        report(
+            f"silver {run.table}: {run.batches} batches, {run.input_rows} rows in, "
+            f"{run.merged_rows} rows merged, {run.late_rows} late, "
+            f"version {run.version_before} -> {run.version_after}{merge}"
+        )
+    report(
+        f"silver {record.dataset}: {record.status} in {record.seconds:.1f} s: "
+        f"{len(runs)} tables, {record.batches} batches, {record.rows} rows merged, "
+        f"{record.late_rows} late"
+    )
+    if record.late_rows:
+        report(
+            f"silver {record.dataset}: {record.late_rows} late rows (or groups of rows) arrived "
+            f"behind the watermark ({record.details.get('watermark')}) and are missing from "
+            f"silver: backfill their days "
+            f"(`runoff backfill {record.dataset} --start DAY --end DAY`)"
+        )
+
+
+def run_silver(
+    spark: SparkSession,
+    config: RunoffConfig,
+    dataset_name: str,
+    options: SilverOptions | None = None,
+    report: Callable[[str], None] = say,
+) -> RunRecord:
+    """Bring every silver table of the dataset up to date with bronze; one ledger row."""
+    from deltalake import DeltaTable
+
+    options = options or SilverOptions()
+    dataset = get_dataset(dataset_name)
+    bronze = config.bronze_path(dataset.name)
+    if not DeltaTable.is_deltatable(str(bronze)):
+        raise RunoffError(
+            f"bronze table {bronze} does not exist: run `runoff bronze {dataset.name}` first"
+        )
+    watermark = options.watermark or dataset.watermark
+    record = RunRecord(dataset=dataset.name, layer="silver", trigger=TRIGGER)
+    record.details = {
+        "watermark": watermark,
+        "max_files_per_trigger": options.max_files_per_trigger,
+    }
+    with hold_locks(config, dataset):
+        runs = []
+        for aggregate in dataset.aggregates:
+            path = config.silver_path(aggregate.table)
+            checkpoint = config.checkpoint_dir("silver", aggregate.table)
+            guard_checkpoint(
+                checkpoint,
+                {"dataset": dataset.name, "layer": "silver", "table": aggregate.table},
+                {aggregate.table: path},
+                f"runoff reset {dataset.name} --layer silver --yes",
+            )
+            runs.append(
+                TableRun(
+                    aggregate=aggregate,
+                    path=path,
+                    checkpoint=checkpoint,
+                    writer=BatchWriter(aggregate, path, checkpoint),
+                    version_before=table_version(path),
+                )
+            )
+        record.versions_before = {run.table: run.version_before for run in runs}
+        with recorded_run(config.runs_path, record):
+            try:
+                for run in runs:
+                    run.query = start_query(spark, config, dataset, run, watermark, options)
+                await_queries(runs, report)
+            finally:
+                _close(record, runs)
+    summarize(record, runs, report)
+    return record
+
+
+def _close(record: RunRecord, runs: Sequence[TableRun]) -> None:
+    for run in runs:
+        run.version_after = table_version(run.path)
+    record.versions_after = {run.table: run.version_after for run in runs}
+    record.batches = sum(run.batches for run in runs)
+    record.rows = sum(run.merged_rows for run in runs)
+    # Every table reads the same bronze rows: the largest count is the closest to late records.
+    record.late_rows = max((run.late_rows for run in runs), default=0)
+    record.details["tables"] = {
+        run.table: {
+            "batches": run.batches,
+            "input_rows": run.input_rows,
+            "merged_rows": run.merged_rows,
+            "late_rows": run.late_rows,
+            "watermark": run.watermark,
+            "stream_seconds": round(run.seconds, 3),
+            "merge_seconds": [round(s, 4) for s in run.merge_seconds],
+        }
+        for run in runs
+    }
+
+
+def cmd_silver(config: RunoffConfig, args: argparse.Namespace) -> int:
+    from jobs.spark import get_spark
+
+    options = SilverOptions.from_args(args)
+    dataset = get_dataset(args.dataset)
+    spark = get_spark(app_name=f"runoff-silver-{dataset.name}", config=config)
+    record = run_silver(spark, config, dataset.name, options)
+    return 0 if record.status == "success" else 1
+
+
+__all__ = [
+    "BatchWriter",
+    "MergeOutcome",
+    "SilverOptions",
+    "cmd_silver",
+    "merge_batch",
+    "merge_predicate",
+    "run_silver",
+]

@@ -1,0 +1,282 @@
+"""`runoff status <dataset> [--json]`: where every table and checkpoint of a dataset stands.
+
+Input: the dataset's Delta tables (bronze, quarantine, silver), its Structured Streaming
+checkpoints, its landing folder and the run ledger. Output: one row per table (Delta version,
+exact row count, data files, last committed micro-batch of the checkpoint that writes it), the
+landing files not yet ingested, and the last runs; a rich table for people or, with `--json`,
+one JSON document whose keys are stable (absent tables report `null` versions and counts).
+
+Spark-free on purpose (fast, usable while a run holds the locks): Delta tables are read with
+delta-rs, checkpoints are read as files. Two Spark checkpoint files are parsed here:
+- `<checkpoint>/commits/<batch id>`: one file per committed micro-batch; the highest name is the
+  last batch that finished.
+- `<checkpoint>/sources/0/`: the file source's metadata log, files `<batch id>` (deltas) and
+  `<batch id>.compact` (all entries up to that batch); each starts with a version line (`v1`)
+  followed by one JSON object per ingested file, `{"path": "file:///...", "timestamp": ...,
+  "batchId": ...}`. Old deltas may have been deleted after a compaction, so the union of every
+  file present is the set of ingested files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from jobs.catalog import dataset_info
+from jobs.config import RunoffConfig
+
+RUNS_SHOWN = 5
+RUN_KEYS = (
+    "run_id",
+    "layer",
+    "trigger",
+    "status",
+    "started_at",
+    "seconds",
+    "batches",
+    "files",
+    "rows",
+    "quarantined",
+    "error",
+)
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """One Delta table of a dataset and the streaming checkpoint of the query that writes it."""
+
+    name: str
+    layer: str  # bronze | quarantine | silver
+    path: Path
+    checkpoint: Path | None
+
+    @property
+    def exists(self) -> bool:
+        return (self.path / "_delta_log").is_dir()
+
+
+def bronze_checkpoint(config: RunoffConfig, dataset: str) -> Path:
+    """The bronze query's checkpoint: it writes bronze and quarantine in the same micro-batch."""
+    return config.checkpoint_dir("bronze", dataset)
+
+
+def silver_checkpoint(config: RunoffConfig, table: str) -> Path:
+    return config.checkpoint_dir("silver", table)
+
+
+def dataset_tables(config: RunoffConfig, dataset: str) -> list[TableRef]:
+    """Bronze, quarantine and silver tables of `dataset`, in pipeline order."""
+    info = dataset_info(dataset)
+    bronze_ckpt = bronze_checkpoint(config, dataset)
+    tables = [
+        TableRef(info.bronze_table, "bronze", config.bronze_path(dataset), bronze_ckpt),
+        TableRef(info.quarantine_table, "quarantine", config.quarantine_path(dataset), bronze_ckpt),
+    ]
+    tables += [
+        TableRef(name, "silver", config.silver_path(name), silver_checkpoint(config, name))
+        for name in info.silver_tables
+    ]
+    return tables
+
+
+# -- checkpoints (pure parsing + thin file reads) ------------------------------------------
+def _numeric_names(directory: Path, suffix: str = "") -> list[int]:
+    """Batch ids of the files `<n><suffix>` in `directory` (hidden and temp files skipped)."""
+    if not directory.is_dir():
+        return []
+    ids = []
+    for entry in directory.iterdir():
+        name = entry.name
+        if suffix and name.endswith(suffix):
+            name = name[: -len(suffix)]
+        elif suffix:
+            continue
+        if name.isdigit() and entry.is_file():
+            ids.append(int(name))
+    return sorted(ids)
+
+
+def last_batch_id(checkpoint: Path | None) -> int | None:
+    """The highest committed micro-batch id of `checkpoint`, None before the first commit."""
+    if checkpoint is None:
+        return None
+    ids = _numeric_names(checkpoint / "commits")
+    return ids[-1] if ids else None
+
+
+def parse_file_source_log(text: str) -> list[str]:
+    """The `path` of every entry of one file-source metadata log file (deltas and compacts)."""
+    lines = text.splitlines()
+    if not lines:
+        return []
+    if not lines[0].startswith("v"):
+        raise ValueError(f"not a file-source log: first line is {lines[0][:20]!r}, not 'v1'")
+    paths = []
+    for line in lines[1:]:
+        if line.strip():
+            paths.append(str(json.loads(line)["path"]))
+    return paths
+
+
+def uri_to_path(uri: str) -> str:
+    """`file:///a/b%20c.json` -> `/a/b c.json` (Spark stores escaped URIs), symlinks resolved."""
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("file", ""):
+        return uri
+    return os.path.realpath(unquote(parsed.path))
+
+
+def ingested_files(checkpoint: Path | None) -> set[str]:
+    """Local paths of every file the file source of `checkpoint` has taken into a batch."""
+    if checkpoint is None:
+        return set()
+    log_dir = checkpoint / "sources" / "0"
+    if not log_dir.is_dir():
+        return set()
+    names = [str(i) for i in _numeric_names(log_dir)]
+    names += [f"{i}.compact" for i in _numeric_names(log_dir, ".compact")]
+    paths: set[str] = set()
+    for name in names:
+        paths.update(uri_to_path(p) for p in parse_file_source_log((log_dir / name).read_text()))
+    return paths
+
+
+def is_data_file(relative: Path) -> bool:
+    """Spark's file sources skip names starting with `.` or `_` (temp files, markers)."""
+    return not any(part.startswith((".", "_")) for part in relative.parts)
+
+
+def landing_files(landing_dir: Path) -> list[Path]:
+    """Every data file under `landing_dir` (recursively), sorted."""
+    if not landing_dir.is_dir():
+        return []
+    return sorted(
+        p
+        for p in landing_dir.rglob("*")
+        if p.is_file() and is_data_file(p.relative_to(landing_dir))
+    )
+
+
+def pending_files(files: Iterable[Path], ingested: set[str]) -> list[Path]:
+    """The files of `files` that the bronze checkpoint has not ingested yet."""
+    return [f for f in files if os.path.realpath(f) not in ingested]
+
+
+# -- Delta tables (delta-rs) -----------------------------------------------------------------
+def table_facts(ref: TableRef) -> dict[str, Any]:
+    """Version, exact row count and data file count of one table (nulls if it does not exist)."""
+    facts: dict[str, Any] = {"version": None, "rows": None, "files": None}
+    if not ref.exists:
+        return facts
+    from deltalake import DeltaTable, QueryBuilder
+
+    table = DeltaTable(str(ref.path))
+    facts["version"] = table.version()
+    facts["files"] = len(table.file_uris())
+    # An exact count through DataFusion honours deletion vectors (file stats would not).
+    reader = QueryBuilder().register("t", table).execute("SELECT COUNT(*) AS n FROM t")
+    facts["rows"] = int(reader.read_all().column("n")[0].as_py())
+    return facts
+
+
+def _jsonable(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -> dict[str, Any]:
+    """The status document of `dataset` (what `--json` prints)."""
+    from jobs.ledger import read_runs
+
+    tables = []
+    for ref in dataset_tables(config, dataset):
+        tables.append(
+            {
+                "table": ref.name,
+                "layer": ref.layer,
+                "path": str(ref.path),
+                "exists": ref.exists,
+                **table_facts(ref),
+                "checkpoint": str(ref.checkpoint) if ref.checkpoint else None,
+                "last_batch_id": last_batch_id(ref.checkpoint),
+            }
+        )
+    landing_dir = config.landing_dir(dataset)
+    files = landing_files(landing_dir)
+    pending = pending_files(files, ingested_files(bronze_checkpoint(config, dataset)))
+    last_runs = read_runs(config.runs_path, dataset)[-runs:] if runs else []
+    return {
+        "dataset": dataset,
+        "home": str(config.home),
+        "tables": tables,
+        "landing": {
+            "path": str(landing_dir),
+            "files": len(files),
+            "pending": len(pending),
+            "pending_files": [str(p.relative_to(landing_dir)) for p in pending],
+        },
+        "runs": [{key: _jsonable(run.get(key)) for key in RUN_KEYS} for run in reversed(last_runs)],
+    }
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def render_status(doc: dict[str, Any]) -> None:
+    """Print the status document as rich tables."""
+    from rich.table import Table
+
+    from jobs.console import console
+
+    tables = Table(title=f"runoff status: {doc['dataset']}", title_justify="left")
+    for column in ("table", "layer", "version", "rows", "files", "last batch"):
+        tables.add_column(column, justify="right" if column not in ("table", "layer") else "left")
+    for t in doc["tables"]:
+        tables.add_row(
+            t["table"],
+            t["layer"],
+            _cell(t["version"]),
+            _cell(t["rows"]),
+            _cell(t["files"]),
+            _cell(t["last_batch_id"]),
+        )
+    console.print(tables)
+    landing = doc["landing"]
+    console.print(
+        f"landing {landing['path']}: {landing['files']} files, {landing['pending']} pending"
+    )
+    if not doc["runs"]:
+        console.print("no runs recorded yet")
+        return
+    runs = Table(title="last runs (newest first)", title_justify="left")
+    for column in ("started", "layer", "status", "seconds", "batches", "files", "rows", "error"):
+        runs.add_column(column)
+    for r in doc["runs"]:
+        runs.add_row(
+            _cell(r["started_at"])[:19],
+            r["layer"],
+            r["status"],
+            f"{r['seconds']:.1f}" if r["seconds"] is not None else "-",
+            _cell(r["batches"]),
+            _cell(r["files"]),
+            _cell(r["rows"]),
+            _cell(r["error"])[:60] if r["error"] else "",
+        )
+    console.print(runs)
+    console.file.flush()
+
+
+def cmd_status(config: RunoffConfig, args: argparse.Namespace) -> int:
+    doc = collect_status(config, args.dataset)
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=False), flush=True)
+    else:
+        render_status(doc)
+    return 0

@@ -1,0 +1,22 @@
+"""The application `spark-submit` runs: `spark-submit jobs/submit.py [--home H] <command> ...`.
+
+Input: the `runoff` CLI arguments. Output: the command's exit code. `get_spark()` uses
+`getOrCreate`, so the job picks up the session (master, conf) spark-submit prepared. Airflow's
+`SparkSubmitOperator` runs every pipeline step through this file.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":
+    # Python puts this file's directory (jobs/) first on sys.path, where `config.py`, `spark.py`
+    # and friends would shadow top-level modules: import from the repository root instead.
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    sys.path.insert(0, str(here.parent))
+
+    from jobs.cli import main
+
+    sys.exit(main(sys.argv[1:]))

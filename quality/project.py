@@ -1,0 +1,83 @@
+"""The Great Expectations file project under `<home>/quality` (created on first use).
+
+One context per validate run (its start-up is the slow part). Everything here is idempotent: the
+pandas data source `runoff`, one dataframe asset per suite (its batch is the frame the runner
+builds), the suites themselves (as code, written on every run so the project always matches the
+code) and one validation definition per suite. Progress bars and analytics are switched off.
+
+A Checkpoint is not used to run them: it hands the same `batch_parameters` to every validation
+definition, while every suite here validates its own frame. The runner runs each definition with
+one shared `RunIdentifier` and rebuilds the Data Docs once for the new results.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+import great_expectations as gx  # noqa: E402 - after the analytics switch
+from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
+
+from quality.docs import SITE_INDEX_BUILDER  # noqa: E402
+
+if TYPE_CHECKING:
+    from great_expectations.core.batch_definition import BatchDefinition
+    from great_expectations.data_context import FileDataContext
+
+DATASOURCE = "runoff"
+BATCH_DEFINITION = "frame"
+SITE = "local_site"
+
+
+def open_context(quality_dir: Path) -> FileDataContext:
+    """The file project at `quality_dir` (created on first use), quiet and offline."""
+    quality_dir.mkdir(parents=True, exist_ok=True)
+    context = gx.get_context(mode="file", project_root_dir=str(quality_dir))
+    variables = context.variables
+    changed = False
+    bars = variables.progress_bars
+    if bars is None or bars.get("globally", True) or bars.get("metric_calculations", True):
+        variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+        changed = True
+    if variables.analytics_enabled is not False:
+        variables.analytics_enabled = False
+        changed = True
+    sites = copy.deepcopy(variables.data_docs_sites or {})
+    site = sites.get(SITE)
+    if isinstance(site, dict) and (
+        site.get("show_how_to_buttons", True) or site.get("site_index_builder") != SITE_INDEX_BUILDER
+    ):
+        # The "how to" buttons point readers at GX tutorials, not at this project; the index
+        # view renders its tables into the HTML so that the page reads offline.
+        site["show_how_to_buttons"] = False
+        site["site_index_builder"] = copy.deepcopy(SITE_INDEX_BUILDER)
+        variables.data_docs_sites = sites
+        changed = True
+    if changed:
+        variables.save()
+    return context
+
+
+def batch_definition(context: FileDataContext, asset_name: str) -> BatchDefinition:
+    """The whole-dataframe batch definition of asset `asset_name` (added when missing)."""
+    try:
+        datasource = context.data_sources.get(DATASOURCE)
+    except (KeyError, ValueError, gx.exceptions.DataContextError):
+        datasource = context.data_sources.add_pandas(DATASOURCE)
+    if asset_name in datasource.get_asset_names():
+        asset = datasource.get_asset(asset_name)
+    else:
+        asset = datasource.add_dataframe_asset(asset_name)  # type: ignore[attr-defined]
+    try:
+        return asset.get_batch_definition(BATCH_DEFINITION)  # type: ignore[no-any-return]
+    except KeyError:
+        return asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION)  # type: ignore[no-any-return]
+
+
+def data_docs_index(quality_dir: Path) -> Path:
+    """Path of the local Data Docs site's index.html (GX's default site layout)."""
+    return quality_dir / "gx" / "uncommitted" / "data_docs" / SITE / "index.html"

@@ -1,0 +1,554 @@
+"""`runoff validate`: check what runs changed in a dataset's tables with Great Expectations.
+
+Input: the dataset's Delta tables (bronze, quarantine, silver), read with delta-rs (no Spark),
+and the results history `<home>/quality/results` (where each table's last successfully validated
+version is kept). For every table: the rows in files added since that version (`--full`: the
+whole table) are validated with the table's suites (`quality.suites`); silver uniqueness also
+sees the older rows sharing a key with the changed ones. Output: a `ValidationReport`, one history
+row per expectation, one run-ledger row (layer "validate") and the Great Expectations Data Docs
+under `<home>/quality/gx/uncommitted/data_docs/local_site/`.
+
+Tables that do not exist yet are skipped; a table without a version after the last validated one
+reports "no new data". A failed critical expectation fails the run (exit code 1, the message
+names the table, its version and the expectation); warnings are only reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import math
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.catalog import dataset_info
+from jobs.config import RunoffConfig
+from jobs.console import console, say
+from jobs.errors import ConfigError, RunoffError
+from jobs.ledger import RunRecord, append_run
+
+if TYPE_CHECKING:
+    from quality.increments import Increment
+    from quality.suites import SuiteSpec, TableSpec
+
+LAYERS = ("bronze", "silver")
+TableStatus = Literal["validated", "no new data", "skipped"]
+# Result kwargs that say nothing about what is expected.
+_PLUMBING_KWARGS = frozenset(
+    {"batch_id", "result_format", "catch_exceptions", "meta", "notes", "ignore_row_if"}
+)
+_COLUMN_KWARGS = frozenset({"column", "column_A", "column_B", "column_list"})
+
+
+class QualityCheckFailed(RunoffError):
+    """A critical expectation failed: the message names the table, version and expectation."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class ExpectationOutcome:
+    """One expectation's result on one table."""
+
+    table: str
+    suite: str
+    expectation: str
+    severity: str
+    success: bool
+    observed: str
+    versions: str
+    to_version: int
+
+    @property
+    def critical_failure(self) -> bool:
+        return not self.success and self.severity == "critical"
+
+
+@dataclass(frozen=True)
+class TableOutcome:
+    """What happened to one table in a validate run."""
+
+    table: str
+    layer: str
+    status: TableStatus
+    detail: str
+    versions: str = ""
+    from_version: int | None = None
+    to_version: int | None = None
+    rows: int = 0
+    passed: bool = True
+
+
+@dataclass
+class ValidationReport:
+    """The outcome of `validate_dataset`: per table, per expectation, and where the docs are."""
+
+    run_id: str
+    dataset: str
+    layers: tuple[str, ...]
+    full: bool
+    tables: list[TableOutcome] = field(default_factory=list)
+    expectations: list[ExpectationOutcome] = field(default_factory=list)
+    data_docs_path: Path | None = None
+    seconds: float = 0.0
+
+    @property
+    def critical_failures(self) -> list[ExpectationOutcome]:
+        return [e for e in self.expectations if e.critical_failure]
+
+    @property
+    def warnings(self) -> list[ExpectationOutcome]:
+        return [e for e in self.expectations if not e.success and e.severity != "critical"]
+
+    @property
+    def passed(self) -> bool:
+        return not self.critical_failures
+
+    @property
+    def rows(self) -> list[dict[str, str]]:
+        """The summary table: one row per expectation, then one per skipped or unchanged table.
+
+        Keys: table, versions, expectation, severity, observed, result (pass, FAIL for a critical
+        failure, warn for a failed warning, or the table's status: skipped, no new data).
+        """
+        rows = [
+            {
+                "table": e.table,
+                "versions": e.versions,
+                "expectation": e.expectation,
+                "severity": e.severity,
+                "observed": e.observed,
+                "result": "pass" if e.success else ("FAIL" if e.critical_failure else "warn"),
+            }
+            for e in self.expectations
+        ]
+        rows.extend(
+            {
+                "table": t.table,
+                "versions": t.versions or (f"{t.to_version}" if t.to_version is not None else ""),
+                "expectation": "-",
+                "severity": "",
+                "observed": t.detail,
+                "result": t.status,
+            }
+            for t in self.tables
+            if t.status != "validated"
+        )
+        return rows
+
+    def failure_message(self) -> str:
+        """One line naming the first critical failure (table, version, expectation)."""
+        failures = self.critical_failures
+        if not failures:
+            return ""
+        first = failures[0]
+        more = f" (and {len(failures) - 1} more critical failures)" if len(failures) > 1 else ""
+        return (
+            f"critical expectation failed on {first.table} at version {first.to_version}: "
+            f"{first.expectation}: observed {first.observed}{more}"
+        )
+
+
+# -- describing GX results ------------------------------------------------------------------------
+def _short(value: Any) -> str:
+    """Compact text for kwargs and observed values (UTC timestamps as ISO-8601 with Z)."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return f"{value:.4g}"
+    if isinstance(value, datetime):
+        if value.tzinfo is not None and value.utcoffset() == timedelta(0):
+            return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return value.isoformat()
+    if isinstance(value, dict):
+        return "(" + ", ".join(_short(v) for v in value.values()) + ")"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Iterable):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _short(value.item())
+    return str(value)
+
+
+def describe_expectation(kind: str, kwargs: dict[str, Any]) -> str:
+    """`column_values_to_be_between(count, min_value=1)`: the column(s) first, then the rest."""
+    name = kind.removeprefix("expect_")
+    args: list[str] = []
+    for key in ("column", "column_A", "column_B"):
+        if kwargs.get(key) is not None:
+            args.append(str(kwargs[key]))
+    if kwargs.get("column_list") is not None:
+        args.append(", ".join(str(c) for c in kwargs["column_list"]))
+    for key, value in kwargs.items():
+        if key in _PLUMBING_KWARGS or key in _COLUMN_KWARGS or value is None:
+            continue
+        args.append(f"{key}={_short(value)}")
+    return f"{name}({', '.join(args)})"
+
+
+def describe_observed(result: dict[str, Any], exception: dict[str, Any] | None = None) -> str:
+    """The observed value of a GX result, as one short line."""
+    if exception and exception.get("raised_exception"):
+        message = str(exception.get("exception_message") or "error").strip().splitlines()
+        return f"error: {message[0] if message else 'error'}"
+    if "observed_value" in result:
+        return _short(result["observed_value"])
+    if "unexpected_count" in result:
+        count = int(result.get("unexpected_count") or 0)
+        total = int(result.get("element_count") or 0)
+        text = f"{count} of {total} unexpected"
+        sample = list(result.get("partial_unexpected_list") or [])
+        if count and sample:
+            shown = sample[:1] if isinstance(sample[0], dict) else sample[:3]
+            text += ": " + ", ".join(_short(v) for v in shown)
+            if count > len(shown):
+                text += ", ..."
+        return text
+    return "-"
+
+
+# -- the run ------------------------------------------------------------------------------------
+@contextmanager
+def _project_lock(quality_dir: Path) -> Iterator[None]:
+    """Serialise validate runs: they share the GX project files and the Data Docs index."""
+    quality_dir.mkdir(parents=True, exist_ok=True)
+    with open(quality_dir / ".validate.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _layers(layers: Sequence[str]) -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(layers))
+    for layer in chosen:
+        if layer not in LAYERS:
+            raise ConfigError(f"layer {layer!r} is not one of {', '.join(LAYERS)}")
+    if not chosen:
+        raise ConfigError("no layer to validate: choose bronze, silver or both")
+    return chosen
+
+
+def results_path(config: RunoffConfig) -> Path:
+    return config.quality_dir / "results"
+
+
+def validate_dataset(
+    config: RunoffConfig,
+    dataset: str,
+    layers: Sequence[str] = LAYERS,
+    full: bool = False,
+) -> ValidationReport:
+    """Validate what runs changed in `dataset`'s tables of `layers` (or everything with `full`).
+
+    Never raises on failed expectations: look at `.passed` / `.critical_failures`. Records the
+    run in the results history and the run ledger (also when it crashes).
+    """
+    dataset_info(dataset)
+    chosen = _layers(layers)
+    record = RunRecord(dataset=dataset, layer="validate", trigger="full" if full else "incremental")
+    try:
+        with _project_lock(config.quality_dir):
+            report = _validate(config, dataset, chosen, full, record)
+    except Exception as exc:
+        record.finish("failed", error=f"{type(exc).__name__}: {exc}".splitlines()[0])
+        append_run(config.runs_path, record)
+        raise
+    record.rows = sum(t.rows for t in report.tables)
+    record.details = {
+        "layers": list(chosen),
+        "passed": report.passed,
+        "critical_failures": len(report.critical_failures),
+        "warnings": len(report.warnings),
+        "tables": {t.table: t.status for t in report.tables},
+        "data_docs": str(report.data_docs_path) if report.data_docs_path else None,
+    }
+    if report.passed:
+        record.finish("success")
+    else:
+        record.finish("failed", error=report.failure_message())
+    append_run(config.runs_path, record)
+    return report
+
+
+@dataclass
+class _Work:
+    """One suite to run on one frame of one table."""
+
+    table: TableSpec
+    suite: SuiteSpec
+    frame: pd.DataFrame
+    increment: Increment
+
+
+def _validate(
+    config: RunoffConfig,
+    dataset: str,
+    layers: tuple[str, ...],
+    full: bool,
+    record: RunRecord,
+) -> ValidationReport:
+    # GX and the dataset definitions are heavy imports: only a validate run pays for them.
+    from quality import frames, history, increments, project
+    from quality.suites import dataset_tables
+
+    started = time.monotonic()
+    report = ValidationReport(run_id=record.run_id, dataset=dataset, layers=layers, full=full)
+    marks = history.last_validated(results_path(config), dataset)
+    work: list[_Work] = []
+    markers: list[history.ResultRow] = []
+    validated_at = datetime.now(UTC)
+    bronze_rows = 0
+    for spec in (t for t in dataset_tables(dataset) if t.layer in layers):
+        path = spec.path(config)
+        mark = marks.get(spec.name)
+        record.versions_before[spec.name] = mark.version if mark else -1
+        if not increments.table_exists(path):
+            report.tables.append(
+                TableOutcome(spec.name, spec.layer, "skipped", "table does not exist yet")
+            )
+            say(f"validate {spec.name}: skipped (table does not exist yet)")
+            continue
+        table = increments.open_table(path)
+        increment = increments.plan_increment(path, table, mark, full=full)
+        record.versions_after[spec.name] = table.version()
+        if increment is None:
+            detail = f"no version after {mark.version}" if mark else "no new version"
+            report.tables.append(
+                TableOutcome(
+                    spec.name,
+                    spec.layer,
+                    "no new data",
+                    detail,
+                    to_version=table.version(),
+                )
+            )
+            say(f"validate {spec.name}: no new data (version {table.version()})")
+            continue
+        if not increment.data_changed:
+            detail = f"versions {increment.version_range}: {', '.join(sorted(set(increment.operations)))}"
+            report.tables.append(
+                TableOutcome(
+                    spec.name,
+                    spec.layer,
+                    "no new data",
+                    detail,
+                    increment.version_range,
+                    increment.start_version,
+                    increment.end_version,
+                )
+            )
+            markers.append(
+                history.ResultRow(
+                    run_id=record.run_id,
+                    dataset=dataset,
+                    table=spec.name,
+                    table_id=increment.table_id,
+                    layer=spec.layer,
+                    suite="",
+                    expectation="(no data change: maintenance commits only)",
+                    severity="info",
+                    success=True,
+                    observed=", ".join(increment.operations),
+                    from_version=increment.start_version,
+                    to_version=increment.end_version,
+                    full=False,
+                    rows=0,
+                    table_passed=True,
+                    validated_at=validated_at,
+                )
+            )
+            say(f"validate {spec.name}: no new data (maintenance only, {increment.version_range})")
+            continue
+        changed = increments.read_rows(table, increment)
+        rows = changed.num_rows
+        for suite in spec.suites:
+            if suite.frame == "rows":
+                if spec.kind == "bronze":
+                    frame = frames.bronze_frame(changed)
+                    bronze_rows = changed.num_rows
+                elif spec.kind == "silver":
+                    sharing = increments.rows_sharing_keys(table, increment, changed, spec.keys)
+                    rows += sharing.num_rows
+                    frame = frames.silver_frame(
+                        pa.concat_tables([changed, sharing]),
+                        spec.window_seconds,
+                        spec.slide_seconds,
+                    )
+                else:
+                    frame = changed.to_pandas()
+            elif suite.frame == "quarantine_share":
+                frame = frames.quarantine_share_frame(bronze_rows, changed.num_rows)
+            else:  # cumulative_actions
+                since = None
+                if not increment.full and changed.num_rows:
+                    since = pc.min(changed.column("window_start")).as_py()
+                counts = increments.read_table(
+                    table, ["window_start", "window_end", "action", "count"]
+                )
+                frame = frames.cumulative_actions_frame(counts, spec.window_seconds or 0, since)
+            work.append(_Work(spec, suite, frame, increment))
+        report.tables.append(
+            TableOutcome(
+                spec.name,
+                spec.layer,
+                "validated",
+                increment.reason,
+                increment.version_range,
+                increment.start_version,
+                increment.end_version,
+                rows,
+            )
+        )
+        say(f"validate {spec.name}: versions {increment.version_range}, {rows:,} rows ({increment.reason})")
+
+    rows_out: list[history.ResultRow] = list(markers)
+    if work:
+        outcomes = _run_suites(config, dataset, record.run_id, work, report)
+        failed_tables = {o.table for o in outcomes if o.critical_failure}
+        report.expectations.extend(outcomes)
+        for index, outcome in enumerate(report.tables):
+            if outcome.status == "validated" and outcome.table in failed_tables:
+                report.tables[index] = _with_failure(outcome)
+        by_table = {w.table.name: w for w in work}
+        for outcome in outcomes:
+            w = by_table[outcome.table]
+            rows_out.append(
+                history.ResultRow(
+                    run_id=record.run_id,
+                    dataset=dataset,
+                    table=outcome.table,
+                    table_id=w.increment.table_id,
+                    layer=w.table.layer,
+                    suite=outcome.suite,
+                    expectation=outcome.expectation,
+                    severity=outcome.severity,
+                    success=outcome.success,
+                    observed=outcome.observed,
+                    from_version=w.increment.start_version,
+                    to_version=w.increment.end_version,
+                    full=w.increment.full,
+                    rows=next(t.rows for t in report.tables if t.table == outcome.table),
+                    table_passed=outcome.table not in failed_tables,
+                    validated_at=validated_at,
+                )
+            )
+    history.append_results(results_path(config), rows_out)
+    index = project.data_docs_index(config.quality_dir)
+    report.data_docs_path = index if index.exists() else None
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _with_failure(outcome: TableOutcome) -> TableOutcome:
+    return TableOutcome(
+        outcome.table,
+        outcome.layer,
+        outcome.status,
+        outcome.detail,
+        outcome.versions,
+        outcome.from_version,
+        outcome.to_version,
+        outcome.rows,
+        passed=False,
+    )
+
+
+def _run_suites(
+    config: RunoffConfig,
+    dataset: str,
+    run_id: str,
+    work: list[_Work],
+    report: ValidationReport,
+) -> list[ExpectationOutcome]:
+    """Run every suite on its frame in one GX context; rebuild the Data Docs once."""
+    import great_expectations as gx
+    from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.types.resource_identifiers import (
+        ExpectationSuiteIdentifier,
+        ValidationResultIdentifier,
+    )
+
+    from quality import project
+
+    context = project.open_context(config.quality_dir)
+    run = RunIdentifier(run_name=f"{dataset}-{run_id[:8]}", run_time=datetime.now(UTC))
+    identifiers: list[Any] = []
+    outcomes: list[ExpectationOutcome] = []
+    for w in work:
+        definition = context.validation_definitions.add_or_update(
+            gx.ValidationDefinition(
+                name=w.suite.name,
+                data=project.batch_definition(context, w.suite.name),
+                suite=w.suite.to_suite(),
+            )
+        )
+        result = definition.run(
+            batch_parameters={"dataframe": w.frame},
+            result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5},
+            run_id=run,
+        )
+        suite_id = ExpectationSuiteIdentifier(name=w.suite.name)
+        identifiers.append(ValidationResultIdentifier(suite_id, run, result.batch_id))
+        identifiers.append(suite_id)
+        for item in result.results:
+            config_ = item.expectation_config
+            severity = getattr(config_, "severity", None)
+            outcomes.append(
+                ExpectationOutcome(
+                    table=w.table.name,
+                    suite=w.suite.name,
+                    expectation=describe_expectation(config_.type, dict(config_.kwargs)),
+                    severity=str(getattr(severity, "value", severity) or "critical"),
+                    success=bool(item.success),
+                    observed=describe_observed(dict(item.result or {}), item.exception_info),
+                    versions=w.increment.version_range,
+                    to_version=w.increment.end_version,
+                )
+            )
+    context.build_data_docs(resource_identifiers=identifiers)
+    return outcomes
+
+
+# -- output ---------------------------------------------------------------------------------------
+def render_summary(report: ValidationReport) -> None:
+    """Print the summary table (expectation, observed, result), the totals and the Data Docs path."""
+    from rich.table import Table
+
+    styles = {"FAIL": "bold red", "warn": "yellow", "skipped": "dim", "no new data": "dim"}
+    grid = Table(title=f"validate {report.dataset}", title_justify="left")
+    for column in ("table", "versions", "expectation", "severity", "observed", "result"):
+        grid.add_column(column, overflow="fold")
+    for row in report.rows:
+        grid.add_row(*row.values(), style=styles.get(row["result"], ""))
+    console.print(grid)
+    validated = [t for t in report.tables if t.status == "validated"]
+    say(
+        f"validate {report.dataset}: {len(validated)} of {len(report.tables)} tables validated, "
+        f"{len(report.expectations)} expectations, {len(report.critical_failures)} critical "
+        f"failures, {len(report.warnings)} warnings ({report.seconds:.1f}s)"
+    )
+    if report.data_docs_path is not None:
+        say(f"Data Docs: {report.data_docs_path}")
+
+
+def cmd_validate(config: RunoffConfig, args: argparse.Namespace) -> int:
+    layers = LAYERS if args.layer == "all" else (args.layer,)
+    report = validate_dataset(config, args.dataset, layers, full=bool(getattr(args, "full", False)))
+    render_summary(report)
+    if not report.passed:
+        raise QualityCheckFailed(report.failure_message())
+    return 0

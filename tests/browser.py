@@ -1,0 +1,142 @@
+"""Headless Chromium for browser tests: screenshot a page, dump its rendered DOM, judge a PNG.
+
+Used by tests marked `@pytest.mark.browser` (the run report, Data Docs, the Airflow UI). A
+missing Chromium FAILS the test with the command that installs it (`make browser`): these tests
+prove that pages render, so they are never skipped. Every call starts a fresh browser with a
+throw-away profile and no background networking, so pages must be self-contained or served
+locally.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
+WINDOW = (1280, 2000)
+INSTALL_HINT = "install it with `make browser` (apt-get install chromium)"
+
+
+def find_chromium() -> str:
+    """The Chromium executable; fails the calling test when there is none."""
+    override = os.environ.get("RUNOFF_CHROMIUM")
+    for candidate in ((override,) if override else ()) + CHROMIUM_CANDIDATES:
+        found = shutil.which(candidate)
+        if found:
+            return found
+    pytest.fail(f"browser tests need headless Chromium, which was not found: {INSTALL_HINT}")
+
+
+def _target(page: str | Path) -> str:
+    if isinstance(page, Path):
+        return page.resolve().as_uri()
+    return page
+
+
+def _run_chromium(
+    page: str | Path, extra: list[str], timeout: float, virtual_time_budget_ms: int | None
+) -> subprocess.CompletedProcess[str]:
+    with tempfile.TemporaryDirectory(prefix="runoff-chromium-") as profile:
+        command = [
+            find_chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            *extra,
+        ]
+        if virtual_time_budget_ms is not None:
+            command.append(f"--virtual-time-budget={virtual_time_budget_ms}")
+        command.append(_target(page))
+        try:
+            return subprocess.run(
+                command, capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"Chromium did not finish rendering {_target(page)} within {timeout:.0f} s")
+
+
+def screenshot(
+    page: str | Path,
+    png: Path,
+    window: tuple[int, int] = WINDOW,
+    timeout: float = 90.0,
+    virtual_time_budget_ms: int | None = None,
+) -> Path:
+    """Render `page` (a file path or a URL) and save a `window`-sized PNG to `png`.
+
+    `virtual_time_budget_ms` lets script-driven pages (the Airflow UI) settle before the shot.
+    """
+    png.parent.mkdir(parents=True, exist_ok=True)
+    png.unlink(missing_ok=True)
+    result = _run_chromium(
+        page,
+        [f"--screenshot={png}", f"--window-size={window[0]},{window[1]}"],
+        timeout,
+        virtual_time_budget_ms,
+    )
+    if not png.is_file() or png.stat().st_size == 0:
+        pytest.fail(
+            f"Chromium wrote no screenshot of {_target(page)} (exit {result.returncode}): "
+            f"{result.stderr.strip()[-800:]}"
+        )
+    return png
+
+
+def dump_dom(
+    page: str | Path, timeout: float = 90.0, virtual_time_budget_ms: int | None = None
+) -> str:
+    """The page's DOM as Chromium serialises it after loading (scripts included)."""
+    result = _run_chromium(page, ["--dump-dom"], timeout, virtual_time_budget_ms)
+    if result.returncode != 0 or not result.stdout.strip():
+        pytest.fail(
+            f"Chromium could not dump the DOM of {_target(page)} (exit {result.returncode}): "
+            f"{result.stderr.strip()[-800:]}"
+        )
+    return result.stdout
+
+
+@dataclass(frozen=True)
+class PngStats:
+    """What a screenshot looks like, in numbers a test can assert on."""
+
+    width: int
+    height: int
+    colours: int  # distinct colours (capped by the sample)
+    ink: float  # share of pixels that are not (near-)white
+
+
+def png_stats(png: Path) -> PngStats:
+    """Size, colour count and share of non-white pixels of a PNG (Pillow)."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        rgb = image.convert("RGB")
+        width, height = rgb.size
+        # Nearest-neighbour sampling keeps real pixel colours (no blended ones).
+        sample = rgb.resize((max(1, width // 4), max(1, height // 4)), Image.Resampling.NEAREST)
+        pixels = list(sample.getdata())
+    colours = len(set(pixels))
+    ink = sum(1 for r, g, b in pixels if min(r, g, b) < 235) / len(pixels)
+    return PngStats(width=width, height=height, colours=colours, ink=ink)
+
+
+def assert_not_blank(png: Path, min_colours: int = 8, min_ink: float = 0.02) -> PngStats:
+    """Fail unless the screenshot shows something: several colours and some ink."""
+    stats = png_stats(png)
+    assert stats.colours >= min_colours and stats.ink >= min_ink, (
+        f"screenshot {png} looks blank: {stats.colours} colours, {stats.ink:.1%} non-white"
+    )
+    return stats

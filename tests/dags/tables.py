@@ -1,0 +1,66 @@
+"""Read what a pipeline run left behind, without Spark: Delta tables (delta-rs) and checkpoints.
+
+Shared by the DAG tests and the Airflow end-to-end test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from jobs.catalog import CATALOG
+from jobs.config import RunoffConfig
+
+# Set per ingestion: a re-run (backfill) writes the same data with new values here.
+INGESTION_COLUMNS = ("_ingested_at", "_batch_id")
+
+
+def read_table(path: Path) -> pa.Table:
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(path)).to_pyarrow_table()
+
+
+def sorted_rows(table: pa.Table, drop: tuple[str, ...] = ()) -> list[tuple[Any, ...]]:
+    """Rows as tuples in a stable order, `drop` columns left out."""
+    keep = sorted(c for c in table.column_names if c not in drop)
+    columns = [table.column(c).to_pylist() for c in keep]
+    return sorted(zip(*columns, strict=True), key=repr)
+
+
+def snapshot_tables(config: RunoffConfig, dataset: str) -> dict[str, list[tuple[Any, ...]]]:
+    """The content of a dataset's bronze and silver tables, ingestion metadata left out."""
+    info = CATALOG[dataset]
+    paths = {info.bronze_table: config.bronze_path(dataset)}
+    paths.update({t: config.silver_path(t) for t in info.silver_tables})
+    return {
+        name: sorted_rows(read_table(path), drop=INGESTION_COLUMNS) for name, path in paths.items()
+    }
+
+
+def tree_listing(root: Path) -> list[tuple[str, int, int]]:
+    """(relative path, size, mtime ns) of every file under `root`, lock files left out."""
+    return sorted(
+        (str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.endswith(".lock")
+    )
+
+
+def assert_silver_matches_expected(config: RunoffConfig, dataset: str) -> None:
+    """Every silver table equals tests/expected.py over the landing files, row for row."""
+    from tests import expected
+
+    files = expected.read_landing(dataset, config.landing_dir(dataset))
+    want = expected.silver(dataset, expected.valid_records(files))
+    for table in CATALOG[dataset].silver_tables:
+        actual = expected.naive_utc(read_table(config.silver_path(table)).to_pylist())
+        wanted = expected.naive_utc(want[table])
+        assert len(actual) == len(wanted), f"{table}: {len(actual)} rows, expected {len(wanted)}"
+        assert sorted(actual, key=_row_key) == sorted(wanted, key=_row_key), table
+
+
+def _row_key(row: dict[str, Any]) -> str:
+    return repr(sorted(row.items()))

@@ -1,0 +1,54 @@
+"""`python -m dags.standalone` (`make airflow`): the environment it gives every Airflow process.
+
+Starting Airflow itself is covered by tests/e2e/test_airflow_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from dags import standalone
+from tests.conftest import REPO_ROOT
+
+
+def test_airflow_env_points_airflow_at_this_repository_and_home(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = standalone.airflow_env(home, 18080, base={"PATH": "/usr/bin", "KEEP": "1"})
+    assert env["KEEP"] == "1"
+    assert env["PATH"] == f"{Path(sys.executable).parent}:/usr/bin"
+    assert env["PYTHONPATH"] == str(REPO_ROOT)
+    assert env["RUNOFF_HOME"] == str(home)
+    assert env["AIRFLOW_HOME"] == str(home / "airflow")
+    assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(REPO_ROOT / "dags")
+    assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
+    assert env["AIRFLOW__API__HOST"] == "127.0.0.1"
+    assert env["AIRFLOW__API__PORT"] == "18080"
+    assert env["AIRFLOW__API__BASE_URL"] == "http://127.0.0.1:18080"
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://127.0.0.1:18080/execution/"
+    assert json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"]) == {
+        "conn_type": "spark",
+        "host": "local[*]",
+    }
+
+
+def test_airflow_env_keeps_a_configured_spark_connection(tmp_path: Path) -> None:
+    cluster = json.dumps({"conn_type": "spark", "host": "spark://master", "port": 7077})
+    env = standalone.airflow_env(
+        tmp_path, 8080, base={"AIRFLOW_CONN_SPARK_DEFAULT": cluster, "PYTHONPATH": "/extra"}
+    )
+    assert env["AIRFLOW_CONN_SPARK_DEFAULT"] == cluster
+    assert env["PYTHONPATH"] == f"{REPO_ROOT}:/extra"
+
+
+def test_runoff_home_prefers_the_flag_then_the_environment(tmp_path: Path) -> None:
+    assert standalone.runoff_home(str(tmp_path / "a"), {"RUNOFF_HOME": "/b"}) == tmp_path / "a"
+    assert standalone.runoff_home(None, {"RUNOFF_HOME": str(tmp_path / "b")}) == tmp_path / "b"
+    assert standalone.runoff_home(None, {}) == Path(".runoff").absolute()
+
+
+def test_admin_password_is_read_from_the_generated_file(tmp_path: Path) -> None:
+    assert standalone.admin_password(tmp_path) is None
+    (tmp_path / standalone.PASSWORD_FILE).write_text(json.dumps({"admin": "s3cret"}))
+    assert standalone.admin_password(tmp_path) == "s3cret"

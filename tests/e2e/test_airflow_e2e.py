@@ -1,0 +1,436 @@
+"""A real Airflow runs `runoff_events`: REST-triggered run, CLI backfills, the UI's grid page.
+
+`python -m dags.standalone` (what `make airflow` runs) starts `airflow standalone` (api-server,
+scheduler, dag-processor, triggerer; sqlite, LocalExecutor) on a free loopback port with a
+throw-away AIRFLOW_HOME inside the runoff home. The test logs in with the generated admin
+password (JWT from POST /auth/token), triggers a run through the REST API v2, checks the tables
+against tests/expected.py, backfills two days with `airflow backfill create` twice (tables
+unchanged, live checkpoints untouched), and screenshots the DAG's grid page in headless Chromium
+through the DevTools protocol (the JWT goes in the `_token` cookie the UI uses). Every process
+it starts is stopped by process group in a `finally`.
+
+The dataset DAGs run daily here (`RUNOFF_DAG_SCHEDULE=@daily`) so that two backfilled days are
+two runs, and the scheduler creates no scheduled runs (`use_job_schedule=False`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dags import standalone
+from jobs.config import RunoffConfig
+from tests.browser import assert_not_blank, find_chromium
+from tests.dags.tables import assert_silver_matches_expected, snapshot_tables, tree_listing
+
+pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.slow, pytest.mark.browser]
+
+DAG_ID = "runoff_events"
+# Two days of hourly landing files: 2024-01-01 21:00 .. 2024-01-02 02:00.
+GENERATE = ["--files", "6", "--rows-per-file", "25", "--start", "2024-01-01T21:00:00Z"]
+BACKFILL_DAYS = ("2024-01-01", "2024-01-02")  # inclusive logical dates: two daily runs
+RUN_TIMEOUT = 150.0
+
+
+@dataclass
+class Airflow:
+    url: str
+    env: dict[str, str]
+    token: str
+    log: Path
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        request = urllib.request.Request(
+            f"{self.url}/api/v2{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(
+                f"{method} {path} -> {exc.code}: {exc.read().decode()[:500]}"
+            ) from None
+
+    def cli(self, *args: str) -> str:
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "airflow"), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, f"airflow {' '.join(args)}: {result.stderr[-2000:]}"
+        return result.stdout
+
+    def task_states(self, run_id: str) -> dict[str, str | None]:
+        quoted = urllib.parse.quote(run_id, safe="")
+        payload = self.api("GET", f"/dags/{DAG_ID}/dagRuns/{quoted}/taskInstances")
+        return {ti["task_id"]: ti["state"] for ti in payload["task_instances"]}
+
+    def task_log(self, run_id: str, task_id: str, try_number: int = 1) -> str:
+        quoted = urllib.parse.quote(run_id, safe="")
+        payload = self.api(
+            "GET",
+            f"/dags/{DAG_ID}/dagRuns/{quoted}/taskInstances/{task_id}/logs/{try_number}"
+            "?full_content=true",
+        )
+        lines = payload["content"]
+        return "\n".join(str(e.get("event", "")) if isinstance(e, dict) else str(e) for e in lines)
+
+    def wait_for_runs(self, run_ids: Sequence[str], timeout: float) -> dict[str, str]:
+        """Wait until every run is finished; return run id -> state."""
+        deadline = time.monotonic() + timeout
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            for run_id in run_ids:
+                quoted = urllib.parse.quote(run_id, safe="")
+                states[run_id] = self.api("GET", f"/dags/{DAG_ID}/dagRuns/{quoted}")["state"]
+            if all(s in ("success", "failed") for s in states.values()):
+                return states
+            time.sleep(2)
+        raise AssertionError(f"runs not finished after {timeout:.0f} s: {states}")
+
+    def runs(self, run_type: str) -> list[dict[str, Any]]:
+        payload = self.api("GET", f"/dags/{DAG_ID}/dagRuns?run_type={run_type}&limit=100")
+        runs: list[dict[str, Any]] = payload["dag_runs"]
+        return runs
+
+
+def _clean_environment() -> dict[str, str]:
+    """This process's environment without Airflow or runoff settings (tests may set some)."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AIRFLOW", "RUNOFF_")) and k != "PYTHONPATH"
+    }
+
+
+def _login(url: str, password: str) -> str:
+    request = urllib.request.Request(
+        f"{url}/auth/token",
+        method="POST",
+        data=json.dumps({"username": "admin", "password": password}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        token: str = json.loads(response.read())["access_token"]
+        return token
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
+    root = tmp_path_factory.mktemp("airflow-e2e")
+    home = root / "home"
+    port = standalone.free_port()
+    base = _clean_environment()
+    base.update(
+        {
+            "RUNOFF_DAG_SCHEDULE": "@daily",
+            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(standalone.free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(standalone.free_port()),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        }
+    )
+    env = standalone.airflow_env(home, port, base=base)
+    log = root / "standalone.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dags.standalone", "--home", str(home), "--port", str(port)],
+        env=base,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=standalone.REPO_ROOT,
+    )
+    try:
+        password = _wait_for_login(process, env, log)
+        url = env["AIRFLOW__API__BASE_URL"]
+        yield Airflow(url=url, env=env, token=_login(url, password), log=log)
+    finally:
+        _stop_airflow(process, Path(env["AIRFLOW_HOME"]))
+
+
+def _wait_for_login(process: subprocess.Popen[bytes], env: dict[str, str], log: Path) -> str:
+    deadline = time.monotonic() + 180
+    airflow_home = Path(env["AIRFLOW_HOME"])
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"dags.standalone exited: {log.read_text()[-3000:]}")
+        # dags.standalone prints the login once the API answers.
+        if "runoff: login admin /" in log.read_text(errors="replace"):
+            password = standalone.admin_password(airflow_home)
+            assert password, f"no generated password in {airflow_home}"
+            return password
+        time.sleep(1)
+    raise AssertionError(f"Airflow not up within 180 s: {log.read_text()[-3000:]}")
+
+
+def _stop_group(process: subprocess.Popen[Any], timeout: float = 30.0) -> None:
+    """SIGTERM the process group led by `process` (SIGKILL after `timeout`)."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=timeout)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # stragglers of the group
+
+
+def _stop_airflow(process: subprocess.Popen[bytes], airflow_home: Path) -> None:
+    """Stop dags.standalone (it stops `airflow standalone` on SIGTERM); then make sure the
+    `airflow standalone` process group it recorded is gone too."""
+    pid_file = airflow_home / standalone.PID_FILE
+    group = int(pid_file.read_text()) if pid_file.is_file() else None
+    _stop_group(process)
+    if group is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+    # Task processes run in sessions of their own; anything still running with this test's
+    # AIRFLOW_HOME in its environment was started by this test (spark-submit, its JVM, ...).
+    for pid in _pids_with_environment("AIRFLOW_HOME", str(airflow_home)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _pids_with_environment(key: str, value: str) -> list[int]:
+    wanted = f"{key}={value}".encode()
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if wanted in (proc / "environ").read_bytes().split(b"\0"):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return [pid for pid in pids if pid != os.getpid()]
+
+
+def _wait_for_dag(af: Airflow, timeout: float = 90.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        payload = af.api("GET", "/dags?dag_id_pattern=runoff_")
+        dags = {d["dag_id"]: d for d in payload["dags"]}
+        if DAG_ID in dags:
+            errors = af.api("GET", "/importErrors")
+            assert errors["total_entries"] == 0, errors
+            return dags[DAG_ID]
+        time.sleep(2)
+    raise AssertionError(f"{DAG_ID} not parsed within {timeout:.0f} s")
+
+
+def _backfill(af: Airflow, *extra: str) -> list[str]:
+    """`airflow backfill create` over BACKFILL_DAYS; wait for its runs; return their ids."""
+    before = {r["dag_run_id"] for r in af.runs("backfill") if r["state"] in ("success", "failed")}
+    af.cli(
+        "backfill",
+        "create",
+        "--dag-id",
+        DAG_ID,
+        "--from-date",
+        BACKFILL_DAYS[0],
+        "--to-date",
+        BACKFILL_DAYS[1],
+        *extra,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        runs = [r for r in af.runs("backfill") if r["dag_run_id"] not in before]
+        if len(runs) == 2:
+            break
+        time.sleep(1)
+    run_ids = [r["dag_run_id"] for r in runs]
+    assert len(run_ids) == 2, f"expected two backfill runs, got {run_ids}"
+    states = af.wait_for_runs(run_ids, timeout=2 * RUN_TIMEOUT)
+    assert set(states.values()) == {"success"}, states
+    return run_ids
+
+
+def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_path: Path) -> None:
+    af = airflow
+    home = Path(af.env["RUNOFF_HOME"])
+    config = RunoffConfig.from_sources(home=home, env={})
+    generated = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "--home", str(home), "generate", "events", *GENERATE],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert generated.returncode == 0, generated.stderr
+
+    dag = _wait_for_dag(af)
+    assert dag["timetable_summary"] == "0 0 * * *"
+    assert {tag["name"] for tag in dag["tags"]} == {"runoff", "events"}
+    af.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": False})
+
+    # -- a run triggered through the REST API: incremental bronze >> silver >> validate --------
+    run = af.api("POST", f"/dags/{DAG_ID}/dagRuns", {"logical_date": None})
+    states = af.wait_for_runs([run["dag_run_id"]], timeout=RUN_TIMEOUT)
+    assert states[run["dag_run_id"]] == "success", af.task_states(run["dag_run_id"])
+    assert af.task_states(run["dag_run_id"]) == {
+        "route": "success",
+        "reset": "skipped",
+        "bronze": "success",
+        "silver": "success",
+        "backfill": "skipped",
+        "validate": "success",
+    }
+    validate_log = af.task_log(run["dag_run_id"], "validate")
+    assert str(config.quality_dir) in validate_log
+    assert_silver_matches_expected(config, "events")
+    after_run = snapshot_tables(config, "events")
+    checkpoints = tree_listing(home / "checkpoints")
+
+    # -- backfill two days: the backfill branch, idempotent, live checkpoints untouched --------
+    first = _backfill(af)
+    for run_id in first:
+        assert af.task_states(run_id) == {
+            "route": "success",
+            "reset": "skipped",
+            "bronze": "skipped",
+            "silver": "skipped",
+            "backfill": "success",
+            "validate": "success",
+        }
+    logs = "\n".join(af.task_log(run_id, "backfill") for run_id in first)
+    assert "backfill events --start 2024-01-01 --end 2024-01-02" in logs
+    assert "backfill events --start 2024-01-02 --end 2024-01-03" in logs
+    assert_silver_matches_expected(config, "events")
+    assert snapshot_tables(config, "events") == after_run
+    assert tree_listing(home / "checkpoints") == checkpoints
+
+    _backfill(af, "--reprocess-behavior", "completed")
+    assert_silver_matches_expected(config, "events")
+    assert snapshot_tables(config, "events") == after_run
+    assert tree_listing(home / "checkpoints") == checkpoints
+
+    # -- the grid page in a browser ------------------------------------------------------------
+    png = tmp_path / "runoff_events_grid.png"
+    text = browse(
+        f"{af.url}/dags/{DAG_ID}",
+        af.token,
+        png,
+        expect=(DAG_ID, "route", "bronze", "silver", "validate", "backfill"),
+    )
+    assert DAG_ID in text
+    assert_not_blank(png)
+
+
+# -- headless Chromium through the DevTools protocol ---------------------------------------------
+def browse(
+    url: str,
+    token: str,
+    png: Path,
+    expect: Sequence[str],
+    timeout: float = 60.0,
+    window: tuple[int, int] = (1400, 1000),
+) -> str:
+    """Open `url` logged in (JWT in the `_token` cookie), wait until the page's text shows every
+    string of `expect`, save a screenshot to `png` and return the text."""
+    from websockets.sync.client import connect
+
+    with tempfile.TemporaryDirectory(prefix="runoff-chromium-") as profile:
+        browser = subprocess.Popen(
+            [
+                find_chromium(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+                f"--user-data-dir={profile}",
+                f"--window-size={window[0]},{window[1]}",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            port = _devtools_port(Path(profile), browser, timeout)
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+                targets = json.loads(r.read())
+            page = next(t for t in targets if t["type"] == "page")
+            with connect(page["webSocketDebuggerUrl"], max_size=None) as ws:
+                cdp = _Cdp(ws)
+                cdp.call("Network.setCookie", name="_token", value=token, url=url)
+                cdp.call("Page.navigate", url=url)
+                deadline = time.monotonic() + timeout
+                text = ""
+                while time.monotonic() < deadline:
+                    text = cdp.evaluate("document.body ? document.body.innerText : ''")
+                    if all(s in text for s in expect):
+                        break
+                    time.sleep(1)
+                else:
+                    missing = [s for s in expect if s not in text]
+                    raise AssertionError(f"{url} never showed {missing}; page text: {text[:1500]}")
+                time.sleep(1)  # let the last requests paint
+                shot = cdp.call("Page.captureScreenshot", format="png")
+                png.write_bytes(base64.b64decode(shot["data"]))
+                return text
+        finally:
+            _stop_group(browser)
+
+
+def _devtools_port(profile: Path, browser: subprocess.Popen[bytes], timeout: float) -> int:
+    """Chromium writes its DevTools port into <profile>/DevToolsActivePort."""
+    marker = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if browser.poll() is not None:
+            raise AssertionError(f"Chromium exited with code {browser.returncode}")
+        if marker.is_file() and marker.read_text().strip():
+            return int(marker.read_text().split()[0])
+        time.sleep(0.2)
+    raise AssertionError(f"Chromium wrote no {marker} within {timeout:.0f} s")
+
+
+class _Cdp:
+    """Minimal Chrome DevTools Protocol client: one call at a time, events ignored."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.last_id = 0
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.last_id += 1
+        self.ws.send(json.dumps({"id": self.last_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv(timeout=30))
+            if message.get("id") == self.last_id:
+                if "error" in message:
+                    raise AssertionError(f"{method}: {message['error']}")
+                result: dict[str, Any] = message.get("result", {})
+                return result
+
+    def evaluate(self, expression: str) -> str:
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return str(result.get("result", {}).get("value", ""))

@@ -1,0 +1,254 @@
+"""Validation end to end on Delta tables written with delta-rs: the API and `runoff validate`.
+
+Each test writes small bronze / quarantine / silver tables directly (one `write_deltalake` per
+simulated run), injects a defect and checks that the right expectation fails, with the right exit
+status and message, and that clean data passes. Expected counts come from the injected data.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from jobs.cli import main
+from jobs.config import RunoffConfig
+from jobs.console import console
+from jobs.ledger import read_runs
+from quality.history import read_results
+from quality.runner import ValidationReport, results_path, validate_dataset
+from quality.suites import dataset_tables
+from tests.quality_tables import (
+    action_counts,
+    append,
+    append_bronze,
+    bronze_events,
+    hourly,
+    open_close_events,
+    quarantine_rows,
+)
+
+START = 1_709_251_200  # 2024-03-01T00:00:00Z
+
+
+@pytest.fixture
+def stdout(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+    """What the rich console prints (it holds the stdout of import time, not capsys')."""
+    buffer = io.StringIO()
+    monkeypatch.setattr(console, "file", buffer)
+    monkeypatch.setattr(console, "width", 200)
+    yield buffer
+
+
+def _take(buffer: io.StringIO) -> str:
+    text = buffer.getvalue()
+    buffer.seek(0)
+    buffer.truncate()
+    return text
+
+
+def _clean_events(config: RunoffConfig) -> None:
+    append_bronze(config.bronze_path("events"), open_close_events(START, 4, batch_id=0))
+    append_bronze(config.bronze_path("events"), open_close_events(START + 3600, 4, batch_id=1))
+    append(
+        config.silver_path("events_action_hourly"),
+        action_counts([hourly(0, "Open", 4), hourly(0, "Close", 4)]),
+    )
+    append(
+        config.silver_path("events_action_hourly"),
+        action_counts([hourly(1, "Open", 4), hourly(1, "Close", 4)]),
+    )
+
+
+def _expectation_count(table: str) -> int:
+    spec = next(t for t in dataset_tables("events") if t.name == table)
+    return sum(len(suite.expectations) for suite in spec.suites)
+
+
+def _failures(report: ValidationReport) -> list[tuple[str, str, str]]:
+    return [(e.table, e.expectation, e.observed) for e in report.critical_failures]
+
+
+def test_clean_data_passes_and_a_second_run_finds_no_new_data(
+    home: Path, config: RunoffConfig, stdout: io.StringIO
+) -> None:
+    _clean_events(config)
+
+    assert main(["--home", str(home), "validate", "events"]) == 0
+    out = _take(stdout)
+    index = config.quality_dir / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    assert f"Data Docs: {index}" in out
+    assert index.is_file()
+    assert "quarantine_events" in out and "skipped" in out
+    assert "0 critical failures" in out
+
+    history = read_results(results_path(config), dataset="events")
+    by_table = {t: [r for r in history if r["table"] == t] for t in {r["table"] for r in history}}
+    assert {t: len(rows) for t, rows in by_table.items()} == {
+        "bronze_events": _expectation_count("bronze_events"),
+        "events_action_hourly": _expectation_count("events_action_hourly"),
+    }
+    assert all(r["success"] and r["table_passed"] for r in history)
+    bronze_version = DeltaTable(str(config.bronze_path("events"))).version()
+    assert {(r["from_version"], r["to_version"]) for r in by_table["bronze_events"]} == {
+        (None, bronze_version)
+    }
+
+    assert main(["--home", str(home), "validate", "events"]) == 0
+    out = _take(stdout)
+    assert "bronze_events: no new data (version 1)" in out
+    assert "events_action_hourly: no new data (version 1)" in out
+    assert len(read_results(results_path(config), dataset="events")) == len(history)
+
+    runs = read_runs(config.runs_path, "events")
+    assert [(r["layer"], r["status"]) for r in runs] == [("validate", "success")] * 2
+    assert '"bronze_events": %d' % bronze_version in runs[0]["versions_after"]
+
+
+def test_a_null_action_fails_the_run_with_exit_status_1(
+    home: Path, config: RunoffConfig, stdout: io.StringIO, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _clean_events(config)
+    assert main(["--home", str(home), "validate", "events", "--layer", "bronze"]) == 0
+    bad = bronze_events([START + 7200, START + 7201, START + 7202], ["Open", None, "Close"], 2)
+    version = append_bronze(config.bronze_path("events"), bad)
+    nulls = bad.column("action").null_count
+    capsys.readouterr()
+
+    assert main(["--home", str(home), "validate", "events", "--layer", "bronze"]) == 1
+    err = capsys.readouterr().err
+    summary = [line for line in _take(stdout).splitlines() if "FAIL" in line]
+    assert len(summary) == 1 and "column_values_to_not_be_null(action)" in summary[0]
+    assert err.strip() == (
+        f"runoff: error: critical expectation failed on bronze_events at version {version}: "
+        f"column_values_to_not_be_null(action): observed {nulls} of {bad.num_rows} unexpected: None"
+    )
+    # The failed range stays the next increment: a retry fails the same way.
+    assert main(["--home", str(home), "validate", "events", "--layer", "bronze"]) == 1
+    assert "column_values_to_not_be_null(action)" in capsys.readouterr().err
+    runs = read_runs(config.runs_path, "events")
+    assert [r["status"] for r in runs] == ["success", "failed", "failed"]
+    assert runs[-1]["error"].startswith("critical expectation failed on bronze_events")
+
+
+def test_a_negative_count_fails_silver(config: RunoffConfig) -> None:
+    rows = [hourly(0, "Open", 3), hourly(0, "Close", -1), hourly(1, "Open", 2)]
+    append(config.silver_path("events_action_hourly"), action_counts(rows))
+
+    report = validate_dataset(config, "events", layers=("silver",))
+
+    negatives = [r[3] for r in rows if r[3] is not None and r[3] < 1]
+    assert _failures(report) == [
+        (
+            "events_action_hourly",
+            "column_values_to_be_between(count, min_value=1)",
+            f"{len(negatives)} of {len(rows)} unexpected: -1",
+        )
+    ]
+    assert {t.table: t.status for t in report.tables} == {
+        "events_action_hourly": "validated",
+        "events_action_sliding": "skipped",
+    }
+
+
+def test_a_window_duplicated_across_old_and_new_files_fails(config: RunoffConfig) -> None:
+    path = config.silver_path("events_action_hourly")
+    old = [hourly(h, action, 2) for h in range(3) for action in ("Open", "Close")]
+    append(path, action_counts(old))
+    assert validate_dataset(config, "events", layers=("silver",)).passed
+    duplicate = [hourly(1, "Open", 5)]
+    version = append(path, action_counts(duplicate))
+
+    report = validate_dataset(config, "events", layers=("silver",))
+
+    copies = len(duplicate) + sum(1 for r in old if r[:3] == duplicate[0][:3])
+    hourly_table = next(t for t in report.tables if t.table == "events_action_hourly")
+    # Only the new file and the old row sharing its key were read, not the whole table.
+    assert (hourly_table.versions, hourly_table.rows) == (f"({version - 1}, {version}]", copies)
+    assert _failures(report) == [
+        (
+            "events_action_hourly",
+            "compound_columns_to_be_unique(window_start, window_end, action)",
+            f"{copies} of {copies} unexpected: (2024-03-01T01:00:00Z, 2024-03-01T02:00:00Z, Open)"
+            ", ...",
+        )
+    ]
+    assert report.failure_message().startswith(
+        f"critical expectation failed on events_action_hourly at version {version}: "
+        "compound_columns_to_be_unique(window_start, window_end, action)"
+    )
+
+
+def test_quarantine_share_warns_then_fails(config: RunoffConfig) -> None:
+    bronze = open_close_events(START, 10)
+    quarantined = quarantine_rows(1)
+    append_bronze(config.bronze_path("events"), bronze)
+    append(config.quarantine_path("events"), quarantined)
+
+    report = validate_dataset(config, "events", layers=("bronze",))
+
+    share = quarantined.num_rows / (quarantined.num_rows + bronze.num_rows)
+    assert report.passed
+    assert [(w.table, w.expectation, w.observed) for w in report.warnings] == [
+        (
+            "quarantine_events",
+            "column_max_to_be_between(quarantine_share, min_value=0, max_value=0.02)",
+            f"{share:.4g}",
+        )
+    ]
+
+    # A run whose every line was malformed: no bronze version, only quarantine rows.
+    append(config.quarantine_path("events"), quarantine_rows(5, batch_id=1))
+    report = validate_dataset(config, "events", layers=("bronze",))
+    assert {t.table: t.status for t in report.tables}["bronze_events"] == "no new data"
+    assert [(e.expectation, e.observed) for e in report.critical_failures] == [
+        ("column_max_to_be_between(quarantine_share, min_value=0, max_value=0.2)", "1")
+    ]
+
+
+def test_more_closes_than_opens_is_only_a_warning(config: RunoffConfig) -> None:
+    rows = [hourly(0, "Open", 2), hourly(0, "Close", 2), hourly(1, "Open", 1), hourly(1, "Close", 3)]
+    append(config.silver_path("events_action_hourly"), action_counts(rows))
+
+    report = validate_dataset(config, "events", layers=("silver",))
+
+    opens = closes = 0
+    behind = []  # (cumulative opens, cumulative closes) where Closes overtook Opens
+    for hour in (0, 1):
+        opens += sum(r[3] for r in rows if r[0].hour == hour and r[2] == "Open")
+        closes += sum(r[3] for r in rows if r[0].hour == hour and r[2] == "Close")
+        if closes > opens:
+            behind.append(f"[{opens}, {closes}]")
+    assert report.passed
+    assert [(w.suite, w.observed) for w in report.warnings] == [
+        ("events_action_hourly_cumulative", f"{len(behind)} of 2 unexpected: {', '.join(behind)}")
+    ]
+
+
+def test_full_validates_the_whole_table(config: RunoffConfig) -> None:
+    _clean_events(config)
+    validate_dataset(config, "events", layers=("bronze",))
+    append_bronze(config.bronze_path("events"), open_close_events(START + 7200, 1, batch_id=2))
+
+    incremental = validate_dataset(config, "events", layers=("bronze",))
+    full = validate_dataset(config, "events", layers=("bronze",), full=True)
+
+    table = DeltaTable(str(config.bronze_path("events")))
+    total = table.to_pyarrow_table().num_rows
+    bronze_of = {t.table: t for t in incremental.tables}["bronze_events"]
+    full_of = {t.table: t for t in full.tables}["bronze_events"]
+    assert (bronze_of.versions, bronze_of.rows) == ("(1, 2]", 2)
+    assert (full_of.versions, full_of.rows) == (f"[0, {table.version()}]", total)
+
+
+def test_nothing_to_validate_is_not_an_error(
+    home: Path, config: RunoffConfig, stdout: io.StringIO
+) -> None:
+    assert main(["--home", str(home), "validate", "events"]) == 0
+    out = _take(stdout)
+    assert out.count("table does not exist yet") == 2 * len(dataset_tables("events"))
+    assert read_results(results_path(config)) == []
+    assert [r["status"] for r in read_runs(config.runs_path, "events")] == ["success"]

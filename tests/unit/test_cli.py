@@ -1,0 +1,235 @@
+"""The `runoff` command line: exit codes and one clear line on stderr for every failure.
+
+Driven through `jobs.cli.main([...])` with `--home <tmp>`; the `generate` command stands in for
+the rest (no Spark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs import cli
+from jobs import console as console_module
+from jobs.cli import main
+from jobs.config import RunoffConfig
+from jobs.errors import ConfigError, LockHeldError, RunoffError
+from tests import expected
+
+
+class CurrentStdout:
+    """Whatever `sys.stdout` is when written to (capsys swaps it in only during the test)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sys.stdout, name)
+
+
+@pytest.fixture
+def stdout_console(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Progress lines go to the stdout that capsys captures."""
+    monkeypatch.setattr(console_module.console, "file", CurrentStdout())
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `runoff argv...`; usage errors exit through SystemExit."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_help_lists_generate(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--help")
+    assert (code, err) == (0, "")
+    assert "generate" in out
+    assert "write sample landing files for a dataset" in out
+
+
+def test_generate_prints_one_summary_line(
+    home: Path, capsys: pytest.CaptureFixture[str], stdout_console: None
+) -> None:
+    code, out, err = run(
+        capsys,
+        "--home",
+        str(home),
+        "generate",
+        "activity",
+        "--files",
+        "3",
+        "--rows-per-file",
+        "200",
+        "--start",
+        "2024-02-03T04:05:06Z",
+        "--seed",
+        "11",
+        "--malformed-rate",
+        "0.05",
+        "--late-rate",
+        "0.1",
+    )
+    landing = home / "landing" / "activity"
+    files = expected.read_landing("activity", landing)
+
+    assert (code, err) == (0, "")
+    assert out == (
+        f"generated 3 activity files: 600 records, 30 malformed lines, 60 late records "
+        f"in {landing}\n"
+    )
+    assert expected.counts(files) == (600, 30, 2)
+    assert sum(expected.late_counts(files)) == 60
+    first = min(r["event_time"] for f in files for r in f.records)
+    start = datetime(2024, 2, 3, 4, 5, 6, tzinfo=UTC)
+    assert start <= first < start + timedelta(seconds=2)
+    assert {f.date for f in files} == {date(2024, 2, 3)}
+
+
+def test_generate_uses_runoff_home_from_the_environment(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    stdout_console: None,
+) -> None:
+    monkeypatch.setenv("RUNOFF_HOME", str(tmp_path / "from-env"))
+    code, _, err = run(capsys, "generate", "lines", "--files", "1", "--rows-per-file", "5")
+    assert (code, err) == (0, "")
+    assert len(expected.landing_files(tmp_path / "from-env" / "landing" / "lines")) == 1
+    # --home wins over RUNOFF_HOME
+    code, _, _ = run(capsys, "--home", str(tmp_path / "flag"), "generate", "lines", "--files", "1")
+    assert code == 0
+    assert len(expected.landing_files(tmp_path / "flag" / "landing" / "lines")) == 1
+    assert len(expected.landing_files(tmp_path / "from-env" / "landing" / "lines")) == 1
+
+
+USAGE_ERRORS = [
+    (
+        ["generate", "nosuch"],
+        "runoff generate: error: argument dataset: invalid choice: 'nosuch' "
+        "(choose from 'events', 'sensors', 'activity', 'lines')",
+    ),
+    (
+        ["generate", "events", "--start", "notadate"],
+        "runoff generate: error: argument --start: 'notadate' is not an ISO-8601 date or time "
+        "(e.g. 2024-01-01 or 2024-01-01T00:00:00Z)",
+    ),
+    (
+        ["generate", "events", "--files", "0"],
+        "runoff generate: error: argument --files: '0' must be at least 1",
+    ),
+    (
+        ["generate", "events", "--rows-per-file", "many"],
+        "runoff generate: error: argument --rows-per-file: 'many' is not a whole number",
+    ),
+    (
+        ["generate", "events", "--malformed-rate", "2"],
+        "runoff generate: error: argument --malformed-rate: '2' must be between 0 and 1",
+    ),
+    (
+        ["generate", "events", "--late-rate", "x"],
+        "runoff generate: error: argument --late-rate: 'x' is not a number",
+    ),
+    (
+        ["generate", "events", "--seed", "1.5"],
+        "runoff generate: error: argument --seed: invalid int value: '1.5'",
+    ),
+    (["generate"], "runoff generate: error: the following arguments are required: dataset"),
+    ([], "runoff: error: the following arguments are required: command"),
+    (["nosuch"], "runoff: error: argument command: invalid choice: 'nosuch'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), USAGE_ERRORS)
+def test_usage_errors_are_one_line(
+    home: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, "--home", str(home), *argv)
+    assert code == 2
+    assert out == ""
+    assert err.endswith("\n") and err.count("\n") == 1
+    assert err.startswith(message)
+    assert list(home.iterdir()) == []  # nothing written
+
+
+def test_home_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    not_a_dir = tmp_path / "home"
+    not_a_dir.write_text("a file")
+    code, out, err = run(capsys, "--home", str(not_a_dir), "generate", "events")
+    assert (code, out) == (2, "")
+    assert err == f"runoff: error: home {str(not_a_dir)!r} exists and is not a directory\n"
+
+
+def test_landing_that_cannot_be_written_is_one_line(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (home / "landing").write_text("a file where the landing folder belongs")
+    code, out, err = run(capsys, "--home", str(home), "generate", "events", "--files", "1")
+    folder = home / "landing" / "events" / "date=2024-01-01"
+    assert (code, out) == (1, "")
+    assert err == f"runoff: error: cannot write landing file under {folder}: Not a directory\n"
+
+
+def test_impossible_late_rate_is_one_line(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "--home", str(home), "generate", "events", "--files", "2", "--late-rate", "0.9"
+    )
+    assert (code, out) == (2, "")
+    assert err.startswith("runoff: error: late rate 0.9 asks for 3600 late records but only ")
+    assert err.endswith(
+        " records are close enough to a later file on the same day: lower the "
+        "late rate or add files\n"
+    )
+    assert expected.landing_files(home) == []
+
+
+def test_late_rate_for_lines_is_one_line(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--home", str(home), "generate", "lines", "--late-rate", "0.1")
+    assert (code, out) == (2, "")
+    assert err == (
+        "runoff: error: dataset 'lines' has no event time in its records: late records do not "
+        "apply (use a late rate of 0)\n"
+    )
+
+
+def fake_command(error: Exception) -> cli.Handler:
+    def handler(config: RunoffConfig, args: argparse.Namespace) -> int:
+        raise error
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "line"),
+    [
+        (RunoffError("table 'x' is broken"), 1, "runoff: error: table 'x' is broken"),
+        (ConfigError("RUNOFF_X='y' is bad"), 2, "runoff: error: RUNOFF_X='y' is bad"),
+        (LockHeldError("held by pid 42"), 3, "runoff: error: held by pid 42"),
+        (ValueError("boom\nsecond line"), 1, "runoff: error: ValueError: boom"),
+        (KeyboardInterrupt(), 130, "runoff: interrupted"),
+    ],
+)
+def test_errors_become_one_line_and_an_exit_code(
+    home: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    error: BaseException,
+    code: int,
+    line: str,
+) -> None:
+    monkeypatch.setattr(cli, "handler_for", lambda command: fake_command(error))  # type: ignore[arg-type]
+    assert run(capsys, "--home", str(home), "generate", "events") == (code, "", line + "\n")
+
+
+def test_verbose_adds_the_traceback(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli, "handler_for", lambda command: fake_command(RunoffError("bad")))
+    code, _, err = run(capsys, "--home", str(home), "--verbose", "generate", "events")
+    assert code == 1
+    assert err.startswith("Traceback (most recent call last):")
+    assert err.endswith("jobs.errors.RunoffError: bad\nrunoff: error: bad\n")

@@ -1,0 +1,223 @@
+"""docker/: the image installs what `make install` installs; compose wires Airflow to Spark.
+
+No Docker engine runs in CI, so these tests check the files themselves: the Dockerfile against
+the Makefile and pyproject.toml, the compose file's services, volume, environment and images.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT
+
+DOCKER = REPO_ROOT / "docker"
+DOCKERFILE = DOCKER / "Dockerfile"
+COMPOSE = DOCKER / "compose.yaml"
+AIRFLOW_SERVICES = (
+    "airflow-init",
+    "airflow-api-server",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+)
+SPARK_SERVICES = ("spark-master", "spark-worker")
+MASTER_URL = "spark://spark-master:7077"
+
+
+def dockerfile_instructions(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    logical: list[str] = []
+    pending = ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        logical.append(pending + line)
+        pending = ""
+    pairs = []
+    for line in logical:
+        instruction, _, rest = line.partition(" ")
+        pairs.append((instruction.upper(), " ".join(rest.split())))
+    return pairs
+
+
+def run_commands() -> list[str]:
+    return [args for instruction, args in dockerfile_instructions() if instruction == "RUN"]
+
+
+def makefile_recipe(target: str) -> list[str]:
+    lines = (REPO_ROOT / "Makefile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(rf"^{target}\s*:", line))
+    recipe = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("\t"):
+            break
+        recipe.append(line.strip())
+    return recipe
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def pyproject() -> dict[str, Any]:
+    return tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+
+
+# -- the image ----------------------------------------------------------------------------------
+def test_image_python_is_the_minor_version_pyproject_requires(pyproject: dict[str, Any]) -> None:
+    from packaging.specifiers import SpecifierSet
+
+    base = next(args for instruction, args in dockerfile_instructions() if instruction == "FROM")
+    match = re.fullmatch(r"python:(\d+)\.(\d+)-slim-(\w+)", base)
+    assert match, f"base image {base!r} is not python:<major>.<minor>-slim-<debian release>"
+    major, minor, _release = match.groups()
+    requires = SpecifierSet(pyproject["project"]["requires-python"])
+    minors_allowed = [m for m in range(0, 30) if f"{major}.{m}.0" in requires]
+    assert minors_allowed == [int(minor)], (base, str(requires))
+    assert pyproject["tool"]["mypy"]["python_version"] == f"{major}.{minor}"
+
+
+def test_image_installs_java_17_from_debian_bookworm() -> None:
+    base = next(args for instruction, args in dockerfile_instructions() if instruction == "FROM")
+    # Debian trixie (the default of python:*-slim since 2025) ships no openjdk-17.
+    assert base.endswith("-slim-bookworm")
+    apt = [c for c in run_commands() if "apt-get install" in c]
+    assert len(apt) == 1
+    assert "openjdk-17-jre-headless" in shlex.split(apt[0])
+    # The Makefile's hint names the same package.
+    assert "openjdk-17-jre-headless" in (REPO_ROOT / "Makefile").read_text()
+
+
+def test_image_installs_like_make_install() -> None:
+    install = makefile_recipe("install")
+    assert any("pip install" in line and "uv" in line for line in install)
+    assert any(re.search(r"(^|\s)(uv|\$\(UV\)) sync --frozen(\s|$)", line) for line in install), (
+        install
+    )
+
+    runs = run_commands()
+    assert any(re.search(r"pip install .*\buv==", c) for c in runs), runs
+    syncs = [c for c in runs if "uv sync" in c]
+    assert syncs and all(c.startswith("uv sync --frozen") for c in syncs), syncs
+    # The last sync installs the project itself, after the code was copied.
+    instructions = dockerfile_instructions()
+    last_sync = max(i for i, (ins, a) in enumerate(instructions) if ins == "RUN" and "uv sync" in a)
+    copies = [i for i, (ins, a) in enumerate(instructions) if ins == "COPY" and a == ". ."]
+    assert copies and copies[0] < last_sync
+    assert "--no-install-project" not in instructions[last_sync][1]
+    lock_copy = next(a for ins, a in instructions if ins == "COPY" and "uv.lock" in a)
+    assert "pyproject.toml" in lock_copy
+
+
+def test_image_extra_for_postgres_is_locked(pyproject: dict[str, Any]) -> None:
+    extras = {re.findall(r"--extra (\S+)", c)[0] for c in run_commands() if "--extra" in c}
+    assert extras == {"postgres"}
+    assert any(
+        r.startswith("psycopg") for r in pyproject["project"]["optional-dependencies"]["postgres"]
+    )
+    lock = tomllib.loads((REPO_ROOT / "uv.lock").read_text())
+    runoff = next(p for p in lock["package"] if p["name"] == "runoff")
+    assert [d["name"] for d in runoff["optional-dependencies"]["postgres"]] == ["psycopg"]
+
+
+def test_build_context_leaves_out_the_host_venv() -> None:
+    ignore = (DOCKER / "Dockerfile.dockerignore").read_text().split()
+    assert ".venv/" in ignore and ".runoff/" in ignore and ".git/" in ignore
+
+
+def test_image_puts_the_venv_first_on_path() -> None:
+    env = " ".join(a for ins, a in dockerfile_instructions() if ins == "ENV")
+    assert "PATH=/app/.venv/bin:$PATH" in env
+    assert "RUNOFF_HOME=/data/runoff" in env
+    assert "UV_PROJECT_ENVIRONMENT=/app/.venv" in env
+
+
+# -- compose ------------------------------------------------------------------------------------
+def test_compose_has_the_services(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert {"postgres", *AIRFLOW_SERVICES, *SPARK_SERVICES} <= set(services)
+    assert services["postgres"]["image"].startswith("postgres:")
+
+
+def test_every_runoff_service_is_built_from_the_dockerfile(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        if name == "postgres":
+            continue
+        build = service.get("build")
+        assert build, f"service {name} is not built from docker/Dockerfile"
+        context = (DOCKER / build["context"]).resolve()
+        assert context == REPO_ROOT
+        assert (context / build["dockerfile"]).resolve() == DOCKERFILE
+        assert service["image"] == "runoff:latest", name
+
+
+def test_airflow_services_run_their_component(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert "airflow db migrate" in " ".join(services["airflow-init"]["command"])
+    for component in ("api-server", "scheduler", "dag-processor", "triggerer"):
+        service = services[f"airflow-{component}"]
+        assert service["command"] == ["airflow", component]
+        assert service["depends_on"]["airflow-init"] == {
+            "condition": "service_completed_successfully"
+        }
+    assert services["airflow-init"]["depends_on"]["postgres"] == {"condition": "service_healthy"}
+
+
+def test_spark_cluster_comes_from_pyspark_in_the_image(compose: dict[str, Any]) -> None:
+    master = compose["services"]["spark-master"]["command"]
+    worker = compose["services"]["spark-worker"]["command"]
+    assert master[:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
+    assert master[master.index("--port") + 1] == "7077"
+    assert master[master.index("--host") + 1] == "spark-master"
+    assert worker[:3] == ["spark-class", "org.apache.spark.deploy.worker.Worker", MASTER_URL]
+
+
+def test_one_shared_volume_holds_the_runoff_home(compose: dict[str, Any]) -> None:
+    assert "runoff-home" in compose["volumes"]
+    for name in (*AIRFLOW_SERVICES, "spark-worker"):
+        service = compose["services"][name]
+        assert "runoff-home:/data/runoff" in service["volumes"], name
+        assert service["environment"]["RUNOFF_HOME"] == "/data/runoff", name
+
+
+def test_airflow_environment(compose: dict[str, Any]) -> None:
+    for name in AIRFLOW_SERVICES:
+        env = compose["services"][name]["environment"]
+        assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/app/dags"
+        assert env["AIRFLOW_CONN_SPARK_DEFAULT"] == MASTER_URL
+        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith(
+            "postgresql+psycopg://airflow:airflow@postgres:5432/"
+        )
+        assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].startswith(
+            "http://airflow-api-server:8080/"
+        )
+    assert (REPO_ROOT / "dags").is_dir()  # /app/dags in the image
+
+
+def test_spark_connection_resolves_to_the_compose_master(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What SparkSubmitOperator will pass to spark-submit, from the compose environment."""
+    env = compose["services"]["airflow-scheduler"]["environment"]
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    hook = SparkSubmitHook(conn_id="spark_default")
+
+    command = hook._build_spark_submit_command("jobs/submit.py")
+    assert command[:3] == ["spark-submit", "--master", MASTER_URL]
