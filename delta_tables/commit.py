@@ -304,9 +304,10 @@ def _replace_where_actions(dt: Any, expr: Expr) -> tuple[list[Any], list[AddFile
                 kept = batch.filter(keep)
                 if kept.num_rows:
                     writer.write(kept)
-        relative = (
-            os.path.relpath(task.path, root) if task.path.startswith(root + os.sep) else task.path
-        )
+        # `root` may end with a separator (delta-rs table URIs do): a remove must name the
+        # file exactly as its add did (relative), or the file stays in the snapshot.
+        prefix = root.rstrip(os.sep) + os.sep
+        relative = os.path.relpath(task.path, root) if task.path.startswith(prefix) else task.path
         removes.append(
             RemoveAction(
                 path=relative,

@@ -125,10 +125,8 @@ def checkpoint_if_due(
     path_or_table: Any, interval: int = DEFAULT_CHECKPOINT_INTERVAL
 ) -> CheckpointResult:
     """Checkpoint when `interval` commits or more were made since the last checkpoint."""
-    if isinstance(path_or_table, str | Path):
-        dt = open_table(str(path_or_table))
-    else:
-        dt = path_or_table
+    is_path = isinstance(path_or_table, str | Path)
+    dt = open_table(str(path_or_table)) if is_path else path_or_table
     path = local_path(dt.table_uri)
     last = last_checkpoint_version(path)
     version = dt.version()

@@ -447,6 +447,8 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end_version = int(end["version"])
         end_starting = bool(end.get("isStartingVersion", False))
         while version < end_version or (version == end_version and starting == end_starting):
+            if version == end_version and starting == end_starting and int(end["index"]) == 0:
+                break  # nothing of the end version is read (it need not exist yet)
             files = self._files(version, starting)
             low = (
                 int(start["index"])

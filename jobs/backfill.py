@@ -239,12 +239,47 @@ def comparable(df: DataFrame, ignore: Sequence[str] = ()) -> DataFrame:
     return df.select(*columns)
 
 
+@dataclass(frozen=True)
+class SliceDiff:
+    """Rows of a new slice, and how many distinct rows differ in multiplicity from the old."""
+
+    new_rows: int
+    differing: int
+
+    @property
+    def same(self) -> bool:
+        return self.differing == 0
+
+
+def diff_slices(new: DataFrame, old: DataFrame | None, ignore: Sequence[str] = ()) -> SliceDiff:
+    """Compare two slices as multisets of rows (ignoring some columns) in one Spark job."""
+    from pyspark.sql import functions as F
+
+    a = comparable(new, ignore)
+    if old is None:
+        return SliceDiff(a.count(), -1)
+    b = comparable(old, ignore)
+    if a.columns != b.columns:
+        return SliceDiff(a.count(), -1)
+    sides = (
+        a.withColumn("_new", F.lit(1))
+        .withColumn("_old", F.lit(0))
+        .unionByName(b.withColumn("_new", F.lit(0)).withColumn("_old", F.lit(1)))
+    )
+    grouped = sides.groupBy(*[F.col(f"`{c}`") for c in a.columns]).agg(
+        F.sum("_new").alias("_new"), F.sum("_old").alias("_old")
+    )
+    row = grouped.agg(
+        F.coalesce(F.sum("_new"), F.lit(0)).alias("new_rows"),
+        F.count(F.when(F.col("_new") != F.col("_old"), 1)).alias("differing"),
+    ).first()
+    assert row is not None
+    return SliceDiff(int(row["new_rows"]), int(row["differing"]))
+
+
 def same_rows(left: DataFrame, right: DataFrame, ignore: Sequence[str] = ()) -> bool:
     """Whether two DataFrames hold the same multiset of rows (ignoring some columns)."""
-    a, b = comparable(left, ignore), comparable(right, ignore)
-    if a.columns != b.columns:
-        return False
-    return a.exceptAll(b).isEmpty() and b.exceptAll(a).isEmpty()
+    return diff_slices(left, right, ignore).same
 
 
 # -- landing files --------------------------------------------------------------------------
@@ -400,11 +435,11 @@ def replace_slice(
 ) -> TableChange:
     """Commit `new` in place of `current` (the table's slice) unless they hold the same rows."""
     before = _version(path)
-    rows = new.count()
-    changed = rows > 0 if current is None else not same_rows(new, current, ignore)
+    diff = diff_slices(new, current, ignore)
+    changed = diff.new_rows > 0 if current is None else not diff.same
     if changed:
         _replace(new, path, replace_where, partition_by)
-    return TableChange(name, before, _version(path), rows, changed)
+    return TableChange(name, before, _version(path), diff.new_rows, changed)
 
 
 # -- the job ----------------------------------------------------------------------------------
@@ -444,14 +479,16 @@ def run_backfill(
     record = RunRecord(dataset=name, layer=LAYER, trigger=TRIGGER)
     record.details = {"start": interval.start.isoformat(), "end": interval.end.isoformat()}
     result = BackfillResult(record)
-    bronze_path = config.bronze_path(name)
-    quarantine_path = config.quarantine_path(name)
-    landing_dir = config.landing_dir(name)
     tables = {
-        f"bronze_{name}": bronze_path,
-        f"quarantine_{name}": quarantine_path,
+        f"bronze_{name}": config.bronze_path(name),
+        f"quarantine_{name}": config.quarantine_path(name),
         **{a.table: config.silver_path(a.table) for a in dataset.aggregates},
     }
+
+    def done(change: TableChange) -> None:
+        result.changes.append(change)
+        report(change.line())
+
     with recorded_run(config.runs_path, record):
         record.versions_before = {t: _version(p) for t, p in tables.items()}
         record.versions_after = dict(record.versions_before)
@@ -467,78 +504,47 @@ def run_backfill(
                 from jobs.spark import get_spark
 
                 spark = get_spark(app_name=f"runoff-backfill-{name}", config=config)
+            if not files:
+                refuse_empty_interval(spark, config, name, interval)
             ingested_at = datetime.now(UTC)
             batch_id = max(last_batch_id(bronze_checkpoint(config, name)) or 0, 0)
-            parsed = parse_lines(read_interval_lines(spark, config, name, files), dataset)
-            parsed = parsed.persist()
+            raw = read_interval_lines(spark, config, name, files)
+            parsed = parse_lines(raw, dataset).persist()
+            fresh = good_rows(parsed, dataset, batch_id, ingested_at).persist()
             try:
-                fresh = good_rows(parsed, dataset, batch_id, ingested_at).persist()
-                outside = fresh.where(~in_interval_dates(fresh["event_date"], interval)).count()
+                inside, outside = count_by_interval(fresh, interval)
+                record.rows = inside
+                record.details["records_outside_interval"] = outside
                 if outside:
                     report(
                         f"backfill {name}: {outside} records of the interval's files are dated "
                         f"outside {interval}: left as bronze has them"
                     )
-                record.details["records_outside_interval"] = outside
-                # bronze
-                current_bronze = (
-                    _read(spark, bronze_path, record.versions_before[f"bronze_{name}"])
-                    if record.versions_before[f"bronze_{name}"] >= 0
-                    else None
-                )
-                current_slice = (
-                    current_bronze.where(in_interval_dates(current_bronze["event_date"], interval))
-                    if current_bronze is not None
-                    else None
-                )
-                if current_slice is not None:
-                    new_slice = bronze_slice(fresh, current_slice, interval, landing_dir)
-                else:
-                    new_slice = fresh.where(in_interval_dates(fresh["event_date"], interval))
-                if not files and current_slice is not None and not current_slice.isEmpty():
-                    kept = new_slice.count()
-                    if kept < current_slice.count():
-                        raise RunoffError(
-                            f"no landing files for {name} {interval} in {landing_dir} or the "
-                            f"archive: refusing to delete bronze rows of those days (restore "
-                            f"the files, or `runoff reset {name} --layer bronze --yes`)"
-                        )
-                change = replace_slice(
-                    f"bronze_{name}",
-                    bronze_path,
-                    new_slice,
-                    current_slice,
-                    bronze_predicate(interval),
-                    BRONZE_RUN_COLUMNS,
-                    ("event_date",),
-                )
-                result.changes.append(change)
-                record.rows = fresh.where(in_interval_dates(fresh["event_date"], interval)).count()
-                # quarantine
+                done(replace_bronze(spark, config, name, interval, fresh))
                 bad = quarantine_rows(parsed, batch_id, ingested_at)
-                result.changes.append(
-                    replace_quarantine(spark, config, name, interval, bad, quarantine_path)
-                )
+                done(replace_quarantine(spark, config, name, interval, bad))
                 record.quarantined = result.changes[-1].rows
             finally:
+                fresh.unpersist()
                 parsed.unpersist()
             record.details["archived_files"] = archive_pending(config, name, files)
-            # silver, from the bronze snapshot just written
-            bronze_version = _version(bronze_path)
+            bronze_version = _version(config.bronze_path(name))
             if bronze_version < 0:
                 report(f"backfill {name}: no bronze table yet: silver left alone")
             else:
-                bronze = _read(spark, bronze_path, bronze_version)
-                for aggregate in dataset.aggregates:
-                    result.changes.append(
-                        replace_silver(spark, config, dataset, aggregate, bronze, interval)
-                    )
+                # Silver from the bronze snapshot just written (not whatever comes later).
+                bronze = _read(spark, config.bronze_path(name), bronze_version)
+                near = bronze_near(bronze, dataset, interval).persist()
+                try:
+                    for aggregate in dataset.aggregates:
+                        source = near if aggregate.window is not None else bronze
+                        done(replace_silver(spark, config, dataset, aggregate, source, interval))
+                finally:
+                    near.unpersist()
             record.versions_after = {t: _version(p) for t, p in tables.items()}
             record.details["tables"] = {
                 c.table: {"changed": c.changed, "rows": c.rows} for c in result.changes
             }
-            for change in result.changes:
-                report(change.line())
     changed = [c.table for c in result.changes if c.changed]
     report(
         f"backfill {name} {interval}: {record.status} in {time.perf_counter() - started:.1f} s: "
@@ -548,17 +554,94 @@ def run_backfill(
     return result
 
 
+def count_by_interval(fresh: DataFrame, interval: Interval) -> tuple[int, int]:
+    """(rows dated inside the interval, rows dated outside it), in one Spark job."""
+    from pyspark.sql import functions as F
+
+    inside = in_interval_dates(F.col("event_date"), interval)
+    row = fresh.agg(
+        F.count(F.when(inside, 1)).alias("inside"),
+        F.count(F.when(~inside | inside.isNull(), 1)).alias("outside"),
+    ).first()
+    return (int(row["inside"]), int(row["outside"])) if row else (0, 0)
+
+
+def bronze_near(bronze: DataFrame, dataset: Dataset, interval: Interval) -> DataFrame:
+    """The bronze rows any windowed aggregate of the dataset needs (by event date)."""
+    from pyspark.sql import functions as F
+
+    windows = [parse_duration(a.window) for a in dataset.aggregates if a.window is not None]
+    if not windows:
+        return bronze.limit(0)
+    low, high = window_input_range(interval, max(windows))
+    return bronze.where(
+        (F.col("event_date") >= F.lit(low.date())) & (F.col("event_date") <= F.lit(high.date()))
+    )
+
+
+def refuse_empty_interval(
+    spark: SparkSession, config: RunoffConfig, dataset: str, interval: Interval
+) -> None:
+    """No files for the interval anywhere: refuse rather than empty its bronze slice."""
+    from pyspark.sql import functions as F
+
+    path = config.bronze_path(dataset)
+    if _version(path) < 0:
+        return
+    landing_dir = config.landing_dir(dataset)
+    rows = (
+        _read(spark, path)
+        .where(
+            in_interval_dates(F.col("event_date"), interval)
+            & in_interval_folders(F.col("_source_file"), interval, landing_dir)
+        )
+        .count()
+    )
+    if rows:
+        raise RunoffError(
+            f"no landing files of {dataset} {interval} in {landing_dir} or its archive, but "
+            f"bronze holds {rows} rows from them: refusing to delete them (restore the files, "
+            f"or rebuild with `runoff reset {dataset} --layer bronze --yes`)"
+        )
+
+
+def replace_bronze(
+    spark: SparkSession, config: RunoffConfig, dataset: str, interval: Interval, fresh: DataFrame
+) -> TableChange:
+    """Replace the bronze slice of the interval (see `bronze_slice`)."""
+    from pyspark.sql import functions as F
+
+    path = config.bronze_path(dataset)
+    version = _version(path)
+    if version < 0:
+        current = None
+        new = fresh.where(in_interval_dates(F.col("event_date"), interval))
+    else:
+        table = _read(spark, path, version)
+        current = table.where(in_interval_dates(F.col("event_date"), interval))
+        new = bronze_slice(fresh, current, interval, config.landing_dir(dataset))
+    return replace_slice(
+        f"bronze_{dataset}",
+        path,
+        new,
+        current,
+        bronze_predicate(interval),
+        BRONZE_RUN_COLUMNS,
+        ("event_date",),
+    )
+
+
 def replace_quarantine(
     spark: SparkSession,
     config: RunoffConfig,
     dataset: str,
     interval: Interval,
     bad: DataFrame,
-    path: Path,
 ) -> TableChange:
     """Replace the quarantine rows of the interval's folders by the files' malformed lines."""
     from pyspark.sql import functions as F
 
+    path = config.quarantine_path(dataset)
     landing_dir = config.landing_dir(dataset)
     new_files = {r["_source_file"] for r in bad.select("_source_file").distinct().collect()}
     version = _version(path)

@@ -51,12 +51,11 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    DataType,
     DateType,
     LongType,
     StringType,
@@ -79,6 +78,7 @@ from jobs.streaming import (
     BatchProgress,
     RunProgress,
     committed_batch,
+    elapsed,
     guard_checkpoint,
     read_query_id,
     recorded_run,
@@ -113,7 +113,15 @@ RAW_SCHEMA = StructType(
     ]
 )
 # Helper columns `parse_lines` adds next to the record's own columns.
-PARSED_COLUMNS = ("event_time", "_source_file", "_raw", "_error", "_blank", "_block_start", "_row_id")
+PARSED_COLUMNS = (
+    "event_time",
+    "_source_file",
+    "_raw",
+    "_error",
+    "_blank",
+    "_block_start",
+    "_row_id",
+)
 _CORRUPT = "_corrupt_record"
 WHITESPACE = " \t\r\n\f\v"  # what `bytes.strip()` removes: a line of only these is blank
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
@@ -478,15 +486,14 @@ class BronzeBatch:
         quarantine_done = self._done(self.quarantine, batch_id)
         if bronze_done and quarantine_done:
             self.progress.add(
-                BatchProgress(
-                    batch_id, files or 0, 0, 0, 0, time.perf_counter() - started, replayed=True
-                )
+                BatchProgress(batch_id, files or 0, 0, 0, 0, elapsed(started), replayed=True)
             )
             return
         ingested_at = datetime.now(UTC)
         parsed = parse_lines(batch, self.dataset).persist()
         try:
             counts = count_lines(parsed)
+            logger.debug("batch %s: parsed and counted in %.2f s", batch_id, elapsed(started))
             if counts.good and not bronze_done:
                 write_delta(
                     good_rows(parsed, self.dataset, batch_id, ingested_at),
@@ -495,6 +502,7 @@ class BronzeBatch:
                     self.app_id,
                     batch_id,
                 )
+                logger.debug("batch %s: bronze written at %.2f s", batch_id, elapsed(started))
             if counts.bad and not quarantine_done:
                 write_delta(
                     quarantine_rows(parsed, batch_id, ingested_at),
@@ -503,6 +511,7 @@ class BronzeBatch:
                     self.app_id,
                     batch_id,
                 )
+                logger.debug("batch %s: quarantine written at %.2f s", batch_id, elapsed(started))
         finally:
             parsed.unpersist()
         if files is None:
@@ -514,7 +523,7 @@ class BronzeBatch:
                 rows_in=counts.rows_in,
                 rows_out=0 if bronze_done else counts.good,
                 quarantined=0 if quarantine_done else counts.bad,
-                seconds=time.perf_counter() - started,
+                seconds=elapsed(started),
             )
         )
 
@@ -623,4 +632,3 @@ __all__ = [
     "read_landing",
     "run",
 ]
-

@@ -134,8 +134,9 @@ def run_maintain(
     retention = float(config.vacuum_retention_hours)
     record = RunRecord(dataset=dataset, layer="maintain", trigger="manual")
     results: list[TableMaintenance] = []
-    with recorded_run(config.runs_path, record), hold_locks(
-        config, tables, f"runoff maintain {dataset}"
+    with (
+        recorded_run(config.runs_path, record),
+        hold_locks(config, tables, f"runoff maintain {dataset}"),
     ):
         for table in tables:
             results.append(maintain_table(table.name, table.path, retention))

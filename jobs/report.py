@@ -282,7 +282,8 @@ def word_bar_chart(words: pd.DataFrame, title: str, prefix: str) -> str:
     """Horizontal bars, most frequent word on top."""
     figure = _new_figure(height=max(3.0, 0.28 * len(words) + 1.2))
     axes = figure.add_subplot()
-    axes.barh(list(words["word"])[::-1], list(words["count"])[::-1], color=SERIES_COLOURS[0])
+    bars = axes.barh(list(words["word"])[::-1], list(words["count"])[::-1], color=SERIES_COLOURS[0])
+    axes.bar_label(bars, labels=[f"{c:,}" for c in list(words["count"])[::-1]], padding=3)
     axes.set_title(title, loc="left", fontsize=12, fontweight="bold")
     axes.set_xlabel("occurrences")
     axes.grid(axis="x", color="#dddddd", linewidth=0.8)
@@ -351,16 +352,20 @@ def pass_rate_chart(rates: pd.DataFrame, prefix: str) -> str:
 
 
 def _top_legend(axes: Any, handles: list[Any] | None = None) -> None:
-    """The legend in one row above the plot, right-aligned (the title sits on the left)."""
+    """A few entries: one row above the plot, right-aligned (the title sits on the left);
+    more: a column to the right of the plot."""
     shown = handles if handles is not None else axes.get_legend_handles_labels()[0]
-    axes.legend(
-        handles=shown,
-        frameon=False,
-        ncols=max(1, min(len(shown), 6)),
-        loc="lower right",
-        bbox_to_anchor=(1.0, 1.0),
-        borderaxespad=0.2,
-    )
+    if len(shown) <= 4:
+        axes.legend(
+            handles=shown,
+            frameon=False,
+            ncols=max(1, len(shown)),
+            loc="lower right",
+            bbox_to_anchor=(1.0, 1.0),
+            borderaxespad=0.2,
+        )
+    else:
+        axes.legend(handles=shown, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def _integer_run_axis(axes: Any, count: int) -> None:

@@ -8,8 +8,9 @@ and the measures (`lines_word_counts` has no window: one row per word).
 
 Trigger: `availableNow`. A run processes what bronze committed since the previous run (the
 checkpoint `checkpoints/silver/<table>` remembers where that was), in as many micro-batches as the
-rate limit asks, plus the no-data batches Spark runs to advance the watermark, then stops. All the
-dataset's tables run as concurrent queries of one SparkSession; each holds its checkpoint's lock.
+rate limit asks, plus the no-data batches Spark runs to advance the watermark, then stops. The
+dataset's tables are queries of one SparkSession, run one after the other; the run holds every
+table's checkpoint lock from start to end.
 
 Writes: the transforms (pure, in `jobs/datasets/`) hold the watermark and the window. Tables in
 "update" mode receive, after every micro-batch, the current aggregate of each window the batch
@@ -21,11 +22,13 @@ so a micro-batch replayed after a crash changes nothing. The MERGE condition als
 target's `window_start` to the batch's range so that delta-rs skips files by their statistics and
 the cost of a batch does not grow with the table.
 
-Late rows: rows whose window the watermark already closed are left out by Spark and counted in
-the query progress (`stateOperators[].numRowsDroppedByWatermark`). Spark counts them after the
-partial aggregation of the batch, so the figure is the number of late (window, key) groups of
-each batch: a lower bound on late records, never zero when some record was dropped. The run
-ledger (`late_rows`) and the closing summary report it so that a user knows to backfill.
+Late rows: a row whose window ended at or before the watermark (max event time seen in earlier
+micro-batches minus the delay; Spark drops against the previous batch's watermark) is left out
+and counted in the query progress (`stateOperators[].numRowsDroppedByWatermark`). Spark counts
+after the batch's partial aggregation, so the figure is the number of late (window, key) groups:
+a lower bound on late records, never zero when a record was dropped. The ledger's `late_rows` is
+the largest count among the dataset's tables (they all read the same bronze rows; per-table
+counts are in `details`), and the closing summary tells the user to backfill.
 
 Partitioning: none. A silver table holds one row per window and key (a few thousand rows per day
 here); partitioning by day would cut every MERGE into many small files. Queries (recent windows,
@@ -75,6 +78,7 @@ TRIGGER = "available-now"
 # Column the MERGE condition bounds so that delta-rs prunes target files by statistics.
 RANGE_COLUMN = "window_start"
 POLL_SECONDS = 0.5
+DEFAULT_CHECKPOINT_INTERVAL = 10
 
 
 # -- pure helpers -----------------------------------------------------------------------------
@@ -174,9 +178,16 @@ def merge_batch(
     aggregate: SilverAggregate,
     app_id: str,
     batch_id: int,
+    checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
 ) -> MergeOutcome:
-    """MERGE one micro-batch's output into the silver table, at most once per (app_id, batch_id)."""
+    """MERGE one micro-batch's output into the silver table, at most once per (app_id, batch_id).
+
+    Writes a Delta checkpoint every `checkpoint_interval` commits: opening the table replays
+    the JSON commits since the last one, and a silver table receives one commit per batch.
+    """
     from deltalake import CommitProperties, DeltaTable, Transaction
+
+    from delta_tables.maintenance import checkpoint_if_due
 
     started = time.perf_counter()
     table = DeltaTable(str(path))
@@ -201,6 +212,7 @@ def merge_batch(
     if aggregate.output_mode == "update":
         merger = merger.when_matched_update_all()
     metrics = merger.when_not_matched_insert_all().execute()
+    checkpoint_if_due(table, checkpoint_interval)
     return MergeOutcome(
         rows=data.num_rows,
         inserted=int(metrics.get("num_target_rows_inserted", 0)),
@@ -214,10 +226,17 @@ def merge_batch(
 class BatchWriter:
     """What one silver table's `foreachBatch` does: collect the batch's output, MERGE it."""
 
-    def __init__(self, aggregate: SilverAggregate, path: Path, checkpoint: Path) -> None:
+    def __init__(
+        self,
+        aggregate: SilverAggregate,
+        path: Path,
+        checkpoint: Path,
+        checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
+    ) -> None:
         self.aggregate = aggregate
         self.path = path
         self.checkpoint = checkpoint
+        self.checkpoint_interval = checkpoint_interval
         self.outcomes: dict[int, MergeOutcome] = {}
         self._app_id: str | None = None
         # Keeps the Python error of a failed batch (Spark wraps it in pages of JVM text).
@@ -236,7 +255,7 @@ class BatchWriter:
         # One action on the batch: evaluating it twice would run the stateful plan twice.
         data = batch.toArrow()
         self.outcomes[batch_id] = merge_batch(
-            self.path, data, self.aggregate, self.app_id, batch_id
+            self.path, data, self.aggregate, self.app_id, batch_id, self.checkpoint_interval
         )
 
 
@@ -303,15 +322,14 @@ class TableRun:
         )
 
 
-def watch(runs: Sequence[TableRun], report: Callable[[str], None]) -> None:
-    """Report each new micro-batch of the runs' queries (call repeatedly, then once at the end)."""
-    for run in runs:
-        if run.query is None:
-            continue
-        for progress in sorted(run.query.recentProgress, key=lambda p: int(p["batchId"])):
-            line = run.observe(progress)
-            if line:
-                report(line)
+def watch(run: TableRun, report: Callable[[str], None]) -> None:
+    """Report each new micro-batch of the run's query (call repeatedly, then once at the end)."""
+    if run.query is None:
+        return
+    for progress in sorted(run.query.recentProgress, key=lambda p: int(p["batchId"])):
+        line = run.observe(progress)
+        if line:
+            report(line)
 
 
 # -- the job ----------------------------------------------------------------------------------
@@ -348,43 +366,34 @@ def start_query(
     )
 
 
-def await_queries(runs: Sequence[TableRun], report: Callable[[str], None]) -> None:
-    """Wait for every query to finish, reporting batches as they complete; stop all on failure."""
+def await_query(run: TableRun, report: Callable[[str], None]) -> None:
+    """Wait for the run's query to finish, printing its batches as they complete."""
     from pyspark.errors import StreamingQueryException
 
-    pending = [run for run in runs if run.query is not None]
+    query = run.query
+    assert query is not None
     try:
-        while pending:
-            watch(runs, report)
-            for run in list(pending):
-                assert run.query is not None
-                if run.query.isActive:
-                    continue
-                try:
-                    run.query.awaitTermination()  # returns at once, or raises its failure
-                except StreamingQueryException as exc:
-                    watch(runs, report)
-                    cause = run.writer.function.error
-                    if isinstance(cause, RunoffError):
-                        raise cause from exc
-                    if cause is not None:
-                        raise RunoffError(
-                            f"silver table {run.table} failed in batch "
-                            f"{run.writer.function.failed_batch}: "
-                            f"{type(cause).__name__}: {first_line(cause)}"
-                        ) from cause
-                    raise RunoffError(
-                        f"silver table {run.table} failed after batch {run.last_batch}: "
-                        f"{first_line(exc)}"
-                    ) from exc
-                pending.remove(run)
-            if pending:
-                time.sleep(POLL_SECONDS)
-        watch(runs, report)
+        while query.isActive:
+            watch(run, report)
+            time.sleep(POLL_SECONDS)
+        query.awaitTermination()  # returns at once, or raises the query's failure
+    except StreamingQueryException as exc:
+        watch(run, report)
+        cause = run.writer.function.error
+        if isinstance(cause, RunoffError):
+            raise cause from exc
+        if cause is not None:
+            raise RunoffError(
+                f"silver table {run.table} failed in batch {run.writer.function.failed_batch}: "
+                f"{type(cause).__name__}: {first_line(cause)}"
+            ) from cause
+        raise RunoffError(
+            f"silver table {run.table} failed after batch {run.last_batch}: {first_line(exc)}"
+        ) from exc
     finally:
-        for run in runs:
-            if run.query is not None and run.query.isActive:
-                run.query.stop()
+        if query.isActive:
+            query.stop()
+    watch(run, report)
 
 
 @contextmanager
@@ -428,13 +437,18 @@ def summarize(record: RunRecord, runs: Sequence[TableRun], report: Callable[[str
 
 
 def run_silver(
-    spark: SparkSession,
+    spark: SparkSession | None,
     config: RunoffConfig,
     dataset_name: str,
     options: SilverOptions | None = None,
     report: Callable[[str], None] = say,
 ) -> RunRecord:
-    """Bring every silver table of the dataset up to date with bronze; one ledger row."""
+    """Bring every silver table of the dataset up to date with bronze; returns the ledger row.
+
+    Checks bronze, takes every checkpoint's lock and checks the checkpoints before anything
+    else; `spark=None` builds the session only then, so that a refused run costs no JVM start.
+    A run that starts its queries appends one row to the run ledger, failed or not.
+    """
     from deltalake import DeltaTable
 
     options = options or SilverOptions()
@@ -457,7 +471,11 @@ def run_silver(
             checkpoint = config.checkpoint_dir("silver", aggregate.table)
             guard_checkpoint(
                 checkpoint,
-                {"dataset": dataset.name, "layer": "silver", "table": aggregate.table},
+                {
+                    "dataset": dataset.name,
+                    "layer": "silver",
+                    "table": str(path.relative_to(config.home)),
+                },
                 {aggregate.table: path},
                 f"runoff reset {dataset.name} --layer silver --yes",
             )
@@ -466,16 +484,22 @@ def run_silver(
                     aggregate=aggregate,
                     path=path,
                     checkpoint=checkpoint,
-                    writer=BatchWriter(aggregate, path, checkpoint),
+                    writer=BatchWriter(aggregate, path, checkpoint, config.checkpoint_interval),
                     version_before=table_version(path),
                 )
             )
         record.versions_before = {run.table: run.version_before for run in runs}
+        if spark is None:
+            from jobs.spark import get_spark
+
+            spark = get_spark(app_name=f"runoff-silver-{dataset.name}", config=config)
         with recorded_run(config.runs_path, record):
             try:
+                # One query at a time: concurrent queries on a small machine start their Python
+                # stream readers together and compete for the same cores.
                 for run in runs:
                     run.query = start_query(spark, config, dataset, run, watermark, options)
-                await_queries(runs, report)
+                    await_query(run, report)
             finally:
                 _close(record, runs)
     summarize(record, runs, report)
@@ -505,12 +529,8 @@ def _close(record: RunRecord, runs: Sequence[TableRun]) -> None:
 
 
 def cmd_silver(config: RunoffConfig, args: argparse.Namespace) -> int:
-    from jobs.spark import get_spark
-
-    options = SilverOptions.from_args(args)
-    dataset = get_dataset(args.dataset)
-    spark = get_spark(app_name=f"runoff-silver-{dataset.name}", config=config)
-    record = run_silver(spark, config, dataset.name, options)
+    """`runoff silver <dataset> [--watermark "1 hour"] [--max-files-per-trigger N]`."""
+    record = run_silver(None, config, args.dataset, SilverOptions.from_args(args))
     return 0 if record.status == "success" else 1
 
 

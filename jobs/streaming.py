@@ -57,9 +57,7 @@ def trigger_kwargs(trigger: str) -> dict[str, bool]:
     except KeyError:
         from jobs.errors import ConfigError
 
-        raise ConfigError(
-            f"trigger {trigger!r} is not one of {', '.join(TRIGGERS)}"
-        ) from None
+        raise ConfigError(f"trigger {trigger!r} is not one of {', '.join(TRIGGERS)}") from None
 
 
 # -- checkpoints and tables ---------------------------------------------------------------
@@ -118,9 +116,7 @@ def app_transactions(path: Path) -> dict[str, int]:
             for txn in txns:
                 if txn and txn.get("appId") is not None:
                     found[txn["appId"]] = int(txn["version"])
-    commits = sorted(
-        (int(p.name[:20]), p) for p in log.glob("*.json") if p.name[:20].isdigit()
-    )
+    commits = sorted((int(p.name[:20]), p) for p in log.glob("*.json") if p.name[:20].isdigit())
     for version, commit in commits:
         if version <= after:
             continue
@@ -287,7 +283,7 @@ def recorded_run(runs_path: Path, record: RunRecord) -> Iterator[RunRecord]:
         record.finish(status, first_line(exc))
         try:
             append_run(runs_path, record)
-        except Exception:  # noqa: BLE001 - the run's own error is the one to report
+        except Exception:
             logger.exception("could not record the failed run %s in %s", record.run_id, runs_path)
         raise
     record.finish("success")

@@ -14,22 +14,27 @@ removed again in the range. Compaction (OPTIMIZE) rewrites rows that did not cha
 only of maintenance commits is reported as "no data change", a mixed range re-validates the
 compacted rows too (a superset: correct, only slower).
 
-Tables with reader features the pyarrow dataset reader refuses (deletion vectors, column mapping)
-are read whole through delta-rs' DataFusion `QueryBuilder`, so they are always validated in full.
+Files are read with pyarrow from the log's add actions (partition values filled in), so a small
+increment costs little however many files the table has. Tables with deletion vectors or column
+mapping are read whole through delta-rs' DataFusion `QueryBuilder` (which honours them), so they
+are always validated in full. Only local tables are supported (the runoff home).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 from deltalake import DeltaTable, QueryBuilder
-from deltalake.exceptions import DeltaError, DeltaProtocolError
+from deltalake.exceptions import DeltaError
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +54,8 @@ MAINTENANCE_OPERATIONS = frozenset(
         "CHECKPOINT",
     }
 )
+# Reader features that need delta-rs' own reader (DataFusion) instead of file-by-file reads.
+DATAFUSION_READER_FEATURES = frozenset({"deletionVectors", "columnMapping"})
 
 
 @dataclass(frozen=True)
@@ -101,22 +108,21 @@ def table_id(table: DeltaTable) -> str:
     return str(table.metadata().id)
 
 
-def _snapshot_files(table: DeltaTable) -> frozenset[str] | None:
-    """Paths of the snapshot's data files; None when pyarrow cannot read the table."""
-    dataset = _pyarrow_dataset(table)
-    if dataset is None:
-        return None
-    return frozenset(fragment.path for fragment in dataset.get_fragments())
+def needs_datafusion(table: DeltaTable) -> str | None:
+    """Why the table's files cannot be read one by one (deletion vectors, column mapping)."""
+    features = set(table.protocol().reader_features or ()) & DATAFUSION_READER_FEATURES
+    mapping = table.metadata().configuration.get("delta.columnMapping.mode") or "none"
+    if features:
+        return f"reader features {', '.join(sorted(features))}"
+    if mapping != "none":
+        return f"column mapping mode {mapping}"
+    return None
 
 
-def _pyarrow_dataset(table: DeltaTable) -> ds.FileSystemDataset | None:
-    try:
-        dataset = table.to_pyarrow_dataset()
-    except DeltaProtocolError as exc:
-        logger.info("%s: %s; reading it through DataFusion", table.table_uri, exc)
-        return None
-    assert isinstance(dataset, ds.FileSystemDataset)
-    return dataset
+def _files(table: DeltaTable) -> frozenset[str]:
+    """The snapshot's data files, as the log names them (relative, URL-encoded)."""
+    actions = pa.table(table.get_add_actions(flatten=False))
+    return frozenset(actions.column("path").to_pylist())
 
 
 def plan_increment(
@@ -142,26 +148,30 @@ def plan_increment(
     operations = _operations(table, last.version, current)
     if operations is not None and all(op in MAINTENANCE_OPERATIONS for op in operations):
         return Increment(
-            path, current_id, last.version, current, "maintenance only", frozenset(), operations,
+            path,
+            current_id,
+            last.version,
+            current,
+            "maintenance only",
+            frozenset(),
+            operations,
             data_changed=False,
         )
-    now_files = _snapshot_files(table)
-    if now_files is None:
-        return whole("the table's reader features need a full read")
+    reason = needs_datafusion(table)
+    if reason is not None:
+        return whole(f"{reason}: the whole table is read")
     try:
-        then_files = _snapshot_files(DeltaTable(str(path), version=last.version))
+        then_files = _files(DeltaTable(str(path), version=last.version))
     except DeltaError as exc:
         logger.info("%s: version %s is not readable (%s)", path, last.version, exc)
         return whole(f"version {last.version} is no longer readable")
-    if then_files is None:
-        return whole("the table's reader features need a full read")
     return Increment(
         path,
         current_id,
         last.version,
         current,
         "new files since the last validation",
-        now_files - then_files,
+        _files(table) - then_files,
         operations or (),
     )
 
@@ -197,33 +207,83 @@ def _read_all(table: DeltaTable, columns: Sequence[str] | None) -> pa.Table:
     return _plain_types(pa.table(reader.read_all()))
 
 
-def _subset(dataset: ds.FileSystemDataset, keep: frozenset[str]) -> ds.FileSystemDataset:
-    fragments = [f for f in dataset.get_fragments() if f.path in keep]
-    return ds.FileSystemDataset(
-        fragments, dataset.schema, dataset.format, filesystem=dataset.filesystem
-    )
+def _dataset(
+    path: Path, table: DeltaTable, keep: Callable[[dict[str, Any]], bool] | None = None
+) -> ds.FileSystemDataset:
+    """A pyarrow dataset over the snapshot's files for which `keep(add action)` holds.
+
+    Built from the log's add actions (path, partition values, statistics) so that only the
+    kept files cost anything: `DeltaTable.to_pyarrow_dataset()` prepares every file of the table.
+    Partition columns are filled from each file's partition values.
+    """
+    schema = pa.schema(table.schema().to_arrow())
+    partition_columns = list(table.metadata().partition_columns)
+    parquet = ds.ParquetFileFormat()
+    filesystem = pafs.LocalFileSystem()
+    fragments = []
+    for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
+        if keep is not None and not keep(action):
+            continue
+        expression = ds.scalar(True)
+        for column in partition_columns:
+            value = action.get(f"partition.{column}")
+            expression &= (
+                ds.field(column).is_null()
+                if value is None
+                else ds.field(column) == pa.scalar(value, schema.field(column).type)
+            )
+        fragments.append(
+            parquet.make_fragment(
+                str(path / unquote(action["path"])),
+                filesystem=filesystem,
+                partition_expression=expression,
+            )
+        )
+    return ds.FileSystemDataset(fragments, schema, parquet, filesystem)
 
 
 def read_rows(
     table: DeltaTable, increment: Increment, columns: Sequence[str] | None = None
 ) -> pa.Table:
     """The changed rows of `increment` (the whole table for a full increment)."""
-    cols = list(columns) if columns is not None else None
-    dataset = _pyarrow_dataset(table)
-    if dataset is None:
-        return _read_all(table, cols)
-    if increment.new_files is not None:
-        dataset = _subset(dataset, increment.new_files)
-    return dataset.to_table(columns=cols)
+    if increment.new_files is None:
+        return read_table(table, columns, path=increment.path)
+    new_files = increment.new_files
+    dataset = _dataset(increment.path, table, lambda action: action["path"] in new_files)
+    return dataset.to_table(columns=list(columns) if columns is not None else None)
 
 
-def read_table(table: DeltaTable, columns: Sequence[str] | None = None) -> pa.Table:
+def read_table(
+    table: DeltaTable, columns: Sequence[str] | None = None, path: Path | None = None
+) -> pa.Table:
     """The current snapshot (optionally only some columns)."""
     cols = list(columns) if columns is not None else None
-    dataset = _pyarrow_dataset(table)
-    if dataset is None:
+    if needs_datafusion(table) is not None:
         return _read_all(table, cols)
-    return dataset.to_table(columns=cols)
+    root = path if path is not None else Path(unquote(urlparse(table.table_uri).path))
+    return _dataset(root, table).to_table(columns=cols)
+
+
+def _overlaps(action: dict[str, Any], bounds: dict[str, tuple[Any, Any]]) -> bool:
+    """False only when the file's statistics prove no key column can match."""
+    for column, (low, high) in bounds.items():
+        file_min, file_max = action.get(f"min.{column}"), action.get(f"max.{column}")
+        if file_min is None or file_max is None:
+            continue  # no statistics (or a partition column): cannot rule the file out
+        if file_max < low or file_min > high:
+            return False
+    return True
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_string_view(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_binary_view(kind)
+    )
 
 
 def rows_sharing_keys(
@@ -232,29 +292,32 @@ def rows_sharing_keys(
     """Rows of the files outside the increment whose key appears among `changed` rows.
 
     A duplicate key may have one copy in an old file and one in a new file; with these rows beside
-    the changed ones a uniqueness check sees every copy of every key the run touched. Files are
-    pruned by each key column's min/max statistics before the exact semi-join.
+    the changed ones a uniqueness check sees every copy of every key the run touched. Old files
+    are ruled out by the min/max statistics of the non-text key columns before the exact semi-join.
     """
+    empty = changed.schema.empty_table()
     if increment.new_files is None or changed.num_rows == 0:
-        return changed.schema.empty_table()
-    dataset = _pyarrow_dataset(table)
-    if dataset is None:  # never happens for an increment: those need a pyarrow-readable table
-        return changed.schema.empty_table()
-    old_files = frozenset(f.path for f in dataset.get_fragments()) - increment.new_files
-    if not old_files:
-        return changed.schema.empty_table()
+        return empty
     key_rows = changed.select(list(keys)).drop_null()
     if key_rows.num_rows == 0:
-        return changed.schema.empty_table()
+        return empty
     key_rows = key_rows.group_by(list(keys)).aggregate([])
-    bounds = None
-    for key in keys:
-        column = key_rows.column(key)
-        low, high = pc.min(column), pc.max(column)
-        term = (ds.field(key) >= low) & (ds.field(key) <= high)
-        bounds = term if bounds is None else bounds & term
-    candidates = _subset(dataset, old_files).to_table(filter=bounds)
+    # String statistics may be truncated prefixes (Delta allows it): prune on the others only.
+    bounds = {
+        key: (pc.min(key_rows.column(key)).as_py(), pc.max(key_rows.column(key)).as_py())
+        for key in keys
+        if not _is_text(key_rows.schema.field(key).type)
+    }
+    new_files = increment.new_files
+    dataset = _dataset(
+        increment.path,
+        table,
+        lambda action: action["path"] not in new_files and _overlaps(action, bounds),
+    )
+    if not dataset.files:
+        return empty
+    candidates = dataset.to_table()
     if candidates.num_rows == 0:
-        return changed.schema.empty_table()
+        return empty
     matched = candidates.join(key_rows, keys=list(keys), join_type="left semi")
     return matched.select(changed.column_names).cast(changed.schema)

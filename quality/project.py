@@ -13,16 +13,13 @@ one shared `RunIdentifier` and rebuilds the Data Docs once for the new results.
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+import great_expectations as gx
+from great_expectations.data_context.types.base import ProgressBarsConfig
 
-import great_expectations as gx  # noqa: E402 - after the analytics switch
-from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
-
-from quality.docs import SITE_INDEX_BUILDER  # noqa: E402
+from quality.docs import SITE_INDEX_BUILDER, SITE_SECTION_BUILDERS
 
 if TYPE_CHECKING:
     from great_expectations.core.batch_definition import BatchDefinition
@@ -30,7 +27,7 @@ if TYPE_CHECKING:
 
 DATASOURCE = "runoff"
 BATCH_DEFINITION = "frame"
-SITE = "local_site"
+SITE = "local_site"  # GX's default site; views from `quality.docs`
 
 
 def open_context(quality_dir: Path) -> FileDataContext:
@@ -43,18 +40,23 @@ def open_context(quality_dir: Path) -> FileDataContext:
     if bars is None or bars.get("globally", True) or bars.get("metric_calculations", True):
         variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
         changed = True
+    if variables.config_variables_file_path:
+        # Nothing here uses config variables, and GX re-reads that YAML file on every lookup.
+        variables.config_variables_file_path = None  # type: ignore[assignment]
+        changed = True
     if variables.analytics_enabled is not False:
         variables.analytics_enabled = False
         changed = True
     sites = copy.deepcopy(variables.data_docs_sites or {})
     site = sites.get(SITE)
-    if isinstance(site, dict) and (
-        site.get("show_how_to_buttons", True) or site.get("site_index_builder") != SITE_INDEX_BUILDER
-    ):
-        # The "how to" buttons point readers at GX tutorials, not at this project; the index
-        # view renders its tables into the HTML so that the page reads offline.
-        site["show_how_to_buttons"] = False
-        site["site_index_builder"] = copy.deepcopy(SITE_INDEX_BUILDER)
+    wanted = {
+        # The "how to" buttons point readers at GX tutorials, not at this project.
+        "show_how_to_buttons": False,
+        "site_index_builder": SITE_INDEX_BUILDER,
+        "site_section_builders": SITE_SECTION_BUILDERS,
+    }
+    if isinstance(site, dict) and any(site.get(k) != v for k, v in wanted.items()):
+        site.update(copy.deepcopy(wanted))
         variables.data_docs_sites = sites
         changed = True
     if changed:
@@ -73,9 +75,9 @@ def batch_definition(context: FileDataContext, asset_name: str) -> BatchDefiniti
     else:
         asset = datasource.add_dataframe_asset(asset_name)  # type: ignore[attr-defined]
     try:
-        return asset.get_batch_definition(BATCH_DEFINITION)  # type: ignore[no-any-return]
+        return asset.get_batch_definition(BATCH_DEFINITION)
     except KeyError:
-        return asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION)  # type: ignore[no-any-return]
+        return asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION)
 
 
 def data_docs_index(quality_dir: Path) -> Path:

@@ -21,7 +21,7 @@ import math
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,6 +37,9 @@ from jobs.errors import ConfigError, RunoffError
 from jobs.ledger import RunRecord, append_run
 
 if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+    from quality.history import ResultRow
     from quality.increments import Increment
     from quality.suites import SuiteSpec, TableSpec
 
@@ -302,105 +305,66 @@ def _validate(
     record: RunRecord,
 ) -> ValidationReport:
     # GX and the dataset definitions are heavy imports: only a validate run pays for them.
-    from quality import frames, history, increments, project
+    from quality import history, increments, project
     from quality.suites import dataset_tables
 
     started = time.monotonic()
     report = ValidationReport(run_id=record.run_id, dataset=dataset, layers=layers, full=full)
     marks = history.last_validated(results_path(config), dataset)
     work: list[_Work] = []
-    markers: list[history.ResultRow] = []
+    history_rows: list[history.ResultRow] = []
     validated_at = datetime.now(UTC)
-    bronze_rows = 0
+    bronze_rows = 0  # rows the bronze increment added: the quarantine share's denominator
     for spec in (t for t in dataset_tables(dataset) if t.layer in layers):
         path = spec.path(config)
         mark = marks.get(spec.name)
         record.versions_before[spec.name] = mark.version if mark else -1
         if not increments.table_exists(path):
-            report.tables.append(
-                TableOutcome(spec.name, spec.layer, "skipped", "table does not exist yet")
-            )
-            say(f"validate {spec.name}: skipped (table does not exist yet)")
+            _unvalidated(report, spec, "skipped", "table does not exist yet")
             continue
         table = increments.open_table(path)
-        increment = increments.plan_increment(path, table, mark, full=full)
         record.versions_after[spec.name] = table.version()
+        increment = increments.plan_increment(path, table, mark, full=full)
         if increment is None:
             detail = f"no version after {mark.version}" if mark else "no new version"
-            report.tables.append(
-                TableOutcome(
-                    spec.name,
-                    spec.layer,
-                    "no new data",
-                    detail,
-                    to_version=table.version(),
-                )
-            )
-            say(f"validate {spec.name}: no new data (version {table.version()})")
+            _unvalidated(report, spec, "no new data", detail, to_version=table.version())
             continue
         if not increment.data_changed:
-            detail = f"versions {increment.version_range}: {', '.join(sorted(set(increment.operations)))}"
-            report.tables.append(
-                TableOutcome(
-                    spec.name,
-                    spec.layer,
-                    "no new data",
-                    detail,
-                    increment.version_range,
-                    increment.start_version,
-                    increment.end_version,
-                )
+            operations = ", ".join(sorted(set(increment.operations)))
+            _unvalidated(
+                report,
+                spec,
+                "no new data",
+                f"only {operations} since version {increment.start_version}",
+                increment,
             )
-            markers.append(
-                history.ResultRow(
-                    run_id=record.run_id,
-                    dataset=dataset,
-                    table=spec.name,
-                    table_id=increment.table_id,
-                    layer=spec.layer,
-                    suite="",
-                    expectation="(no data change: maintenance commits only)",
-                    severity="info",
-                    success=True,
-                    observed=", ".join(increment.operations),
-                    from_version=increment.start_version,
-                    to_version=increment.end_version,
-                    full=False,
+            # Recorded as validated so that the next increment starts after these commits.
+            history_rows.append(
+                _history_row(
+                    record.run_id,
+                    spec,
+                    increment,
+                    validated_at,
                     rows=0,
-                    table_passed=True,
-                    validated_at=validated_at,
+                    passed=True,
+                    outcome=ExpectationOutcome(
+                        spec.name,
+                        "",
+                        "(no data change)",
+                        "info",
+                        True,
+                        operations,
+                        increment.version_range,
+                        increment.end_version,
+                    ),
                 )
             )
-            say(f"validate {spec.name}: no new data (maintenance only, {increment.version_range})")
             continue
         changed = increments.read_rows(table, increment)
-        rows = changed.num_rows
-        for suite in spec.suites:
-            if suite.frame == "rows":
-                if spec.kind == "bronze":
-                    frame = frames.bronze_frame(changed)
-                    bronze_rows = changed.num_rows
-                elif spec.kind == "silver":
-                    sharing = increments.rows_sharing_keys(table, increment, changed, spec.keys)
-                    rows += sharing.num_rows
-                    frame = frames.silver_frame(
-                        pa.concat_tables([changed, sharing]),
-                        spec.window_seconds,
-                        spec.slide_seconds,
-                    )
-                else:
-                    frame = changed.to_pandas()
-            elif suite.frame == "quarantine_share":
-                frame = frames.quarantine_share_frame(bronze_rows, changed.num_rows)
-            else:  # cumulative_actions
-                since = None
-                if not increment.full and changed.num_rows:
-                    since = pc.min(changed.column("window_start")).as_py()
-                counts = increments.read_table(
-                    table, ["window_start", "window_end", "action", "count"]
-                )
-                frame = frames.cumulative_actions_frame(counts, spec.window_seconds or 0, since)
-            work.append(_Work(spec, suite, frame, increment))
+        frames_, rows = _frames(spec, table, increment, changed, bronze_rows)
+        if spec.kind == "bronze":
+            bronze_rows = changed.num_rows
+        work.extend(_Work(spec, suite, frame, increment) for suite, frame in frames_)
         report.tables.append(
             TableOutcome(
                 spec.name,
@@ -413,66 +377,125 @@ def _validate(
                 rows,
             )
         )
-        say(f"validate {spec.name}: versions {increment.version_range}, {rows:,} rows ({increment.reason})")
+        say(f"validate {spec.name}: versions {increment.version_range}, {rows:,} rows read")
 
-    rows_out: list[history.ResultRow] = list(markers)
     if work:
-        outcomes = _run_suites(config, dataset, record.run_id, work, report)
-        failed_tables = {o.table for o in outcomes if o.critical_failure}
+        outcomes = _run_suites(config, dataset, record.run_id, work)
         report.expectations.extend(outcomes)
-        for index, outcome in enumerate(report.tables):
-            if outcome.status == "validated" and outcome.table in failed_tables:
-                report.tables[index] = _with_failure(outcome)
-        by_table = {w.table.name: w for w in work}
+        failed = {o.table for o in outcomes if o.critical_failure}
+        report.tables = [replace(t, passed=t.table not in failed) for t in report.tables]
+        spec_of = {w.table.name: (w.table, w.increment) for w in work}
+        rows_of = {t.table: t.rows for t in report.tables}
         for outcome in outcomes:
-            w = by_table[outcome.table]
-            rows_out.append(
-                history.ResultRow(
-                    run_id=record.run_id,
-                    dataset=dataset,
-                    table=outcome.table,
-                    table_id=w.increment.table_id,
-                    layer=w.table.layer,
-                    suite=outcome.suite,
-                    expectation=outcome.expectation,
-                    severity=outcome.severity,
-                    success=outcome.success,
-                    observed=outcome.observed,
-                    from_version=w.increment.start_version,
-                    to_version=w.increment.end_version,
-                    full=w.increment.full,
-                    rows=next(t.rows for t in report.tables if t.table == outcome.table),
-                    table_passed=outcome.table not in failed_tables,
-                    validated_at=validated_at,
+            spec, increment = spec_of[outcome.table]
+            history_rows.append(
+                _history_row(
+                    record.run_id,
+                    spec,
+                    increment,
+                    validated_at,
+                    rows=rows_of[outcome.table],
+                    passed=outcome.table not in failed,
+                    outcome=outcome,
                 )
             )
-    history.append_results(results_path(config), rows_out)
+    history.append_results(results_path(config), history_rows)
     index = project.data_docs_index(config.quality_dir)
     report.data_docs_path = index if index.exists() else None
     report.seconds = time.monotonic() - started
     return report
 
 
-def _with_failure(outcome: TableOutcome) -> TableOutcome:
-    return TableOutcome(
-        outcome.table,
-        outcome.layer,
-        outcome.status,
-        outcome.detail,
-        outcome.versions,
-        outcome.from_version,
-        outcome.to_version,
-        outcome.rows,
-        passed=False,
+def _unvalidated(
+    report: ValidationReport,
+    spec: TableSpec,
+    status: TableStatus,
+    detail: str,
+    increment: Increment | None = None,
+    to_version: int | None = None,
+) -> None:
+    report.tables.append(
+        TableOutcome(
+            spec.name,
+            spec.layer,
+            status,
+            detail,
+            increment.version_range if increment else "",
+            increment.start_version if increment else None,
+            increment.end_version if increment else to_version,
+        )
+    )
+    say(f"validate {spec.name}: {status} ({detail})")
+
+
+def _frames(
+    spec: TableSpec,
+    table: DeltaTable,
+    increment: Increment,
+    changed: pa.Table,
+    bronze_rows: int,
+) -> tuple[list[tuple[SuiteSpec, pd.DataFrame]], int]:
+    """The frame of every suite of `spec`, and how many table rows were read for them."""
+    from quality import frames, increments
+
+    out: list[tuple[SuiteSpec, pd.DataFrame]] = []
+    rows = changed.num_rows
+    for suite in spec.suites:
+        if suite.frame == "quarantine_share":
+            frame = frames.quarantine_share_frame(bronze_rows, changed.num_rows)
+        elif suite.frame == "cumulative_actions":
+            # Cumulating needs every window; only those from the first changed one can change.
+            since = None
+            if not increment.full and changed.num_rows:
+                since = pc.min(changed.column("window_start")).as_py()
+            counts = increments.read_table(table, ["window_start", "window_end", "action", "count"])
+            frame = frames.cumulative_actions_frame(counts, spec.window_seconds or 0, since)
+        elif spec.kind == "bronze":
+            frame = frames.bronze_frame(changed)
+        elif spec.kind == "silver":
+            sharing = increments.rows_sharing_keys(table, increment, changed, spec.keys)
+            rows += sharing.num_rows
+            both = pa.concat_tables([changed, sharing])
+            frame = frames.silver_frame(both, spec.window_seconds, spec.slide_seconds)
+        else:
+            frame = changed.to_pandas()
+        out.append((suite, frame))
+    return out, rows
+
+
+def _history_row(
+    run_id: str,
+    spec: TableSpec,
+    increment: Increment,
+    validated_at: datetime,
+    rows: int,
+    passed: bool,
+    outcome: ExpectationOutcome,
+) -> ResultRow:
+    from quality.history import ResultRow
+
+    return ResultRow(
+        run_id=run_id,
+        dataset=spec.dataset,
+        table=spec.name,
+        table_id=increment.table_id,
+        layer=spec.layer,
+        suite=outcome.suite,
+        expectation=outcome.expectation,
+        severity=outcome.severity,
+        success=outcome.success,
+        observed=outcome.observed,
+        from_version=increment.start_version,
+        to_version=increment.end_version,
+        full=increment.full,
+        rows=rows,
+        table_passed=passed,
+        validated_at=validated_at,
     )
 
 
 def _run_suites(
-    config: RunoffConfig,
-    dataset: str,
-    run_id: str,
-    work: list[_Work],
-    report: ValidationReport,
+    config: RunoffConfig, dataset: str, run_id: str, work: list[_Work]
 ) -> list[ExpectationOutcome]:
     """Run every suite on its frame in one GX context; rebuild the Data Docs once."""
     import great_expectations as gx
@@ -506,6 +529,7 @@ def _run_suites(
         identifiers.append(suite_id)
         for item in result.results:
             config_ = item.expectation_config
+            assert config_ is not None, f"{w.suite.name}: a result without its expectation"
             severity = getattr(config_, "severity", None)
             outcomes.append(
                 ExpectationOutcome(
@@ -525,7 +549,7 @@ def _run_suites(
 
 # -- output ---------------------------------------------------------------------------------------
 def render_summary(report: ValidationReport) -> None:
-    """Print the summary table (expectation, observed, result), the totals and the Data Docs path."""
+    """Print the summary table (expectation, observed, result), totals and the Data Docs path."""
     from rich.table import Table
 
     styles = {"FAIL": "bold red", "warn": "yellow", "skipped": "dim", "no new data": "dim"}

@@ -15,20 +15,18 @@ modules but starting no JVM), the single source of truth shared with the silver 
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+import great_expectations as gx
+from great_expectations.expectations import Expectation
+from great_expectations.expectations.metadata_types import FailureSeverity
 
-import great_expectations as gx  # noqa: E402 - after the analytics switch
-from great_expectations.expectations import Expectation  # noqa: E402
-
-from jobs.config import RunoffConfig  # noqa: E402
-from jobs.datasets import activity, events, get_dataset, sensors  # noqa: E402
-from jobs.datasets.base import Dataset, SilverAggregate  # noqa: E402
+from jobs.config import RunoffConfig
+from jobs.datasets import activity, events, get_dataset, sensors
+from jobs.datasets.base import Dataset, SilverAggregate
 
 Severity = Literal["critical", "warning"]
 Frame = Literal["rows", "quarantine_share", "cumulative_actions"]
@@ -107,14 +105,17 @@ def _notes(severity: Severity, why: str) -> str:
 def not_null(column: str, severity: Severity = "critical", why: str = "") -> Expectation:
     return gx.expectations.ExpectColumnValuesToNotBeNull(
         column=column,
-        severity=severity,
+        severity=FailureSeverity(severity),
         notes=_notes(severity, why or f"every row needs `{column}`."),
     )
 
 
 def in_set(column: str, values: tuple[Any, ...], severity: Severity, why: str) -> Expectation:
     return gx.expectations.ExpectColumnValuesToBeInSet(
-        column=column, value_set=list(values), severity=severity, notes=_notes(severity, why)
+        column=column,
+        value_set=list(values),
+        severity=FailureSeverity(severity),
+        notes=_notes(severity, why),
     )
 
 
@@ -129,7 +130,7 @@ def between(
         column=column,
         min_value=min_value,
         max_value=max_value,
-        severity=severity,
+        severity=FailureSeverity(severity),
         notes=_notes(severity, why),
     )
 
@@ -137,16 +138,16 @@ def between(
 def unique(columns: tuple[str, ...], severity: Severity, why: str) -> Expectation:
     if len(columns) == 1:
         return gx.expectations.ExpectColumnValuesToBeUnique(
-            column=columns[0], severity=severity, notes=_notes(severity, why)
+            column=columns[0], severity=FailureSeverity(severity), notes=_notes(severity, why)
         )
     return gx.expectations.ExpectCompoundColumnsToBeUnique(
-        column_list=list(columns), severity=severity, notes=_notes(severity, why)
+        column_list=list(columns), severity=FailureSeverity(severity), notes=_notes(severity, why)
     )
 
 
 def min_length(column: str, severity: Severity, why: str) -> Expectation:
     return gx.expectations.ExpectColumnValueLengthsToBeBetween(
-        column=column, min_value=1, severity=severity, notes=_notes(severity, why)
+        column=column, min_value=1, severity=FailureSeverity(severity), notes=_notes(severity, why)
     )
 
 
@@ -198,7 +199,7 @@ def bronze_table(dataset: Dataset) -> TableSpec:
     expectations: list[Expectation] = [
         gx.expectations.ExpectTableRowCountToBeBetween(
             min_value=1,
-            severity="critical",
+            severity=FailureSeverity.CRITICAL,
             notes=_notes(
                 "critical",
                 "a run that committed a new bronze version had input, so it must add rows "
@@ -216,7 +217,7 @@ def bronze_table(dataset: Dataset) -> TableSpec:
             column_A="event_date",
             column_B="event_time_date",
             ignore_row_if="either_value_is_missing",
-            severity="critical",
+            severity=FailureSeverity.CRITICAL,
             notes=_notes("critical", "the partition `event_date` is the UTC date of event_time."),
         ),
         between("_batch_id", "critical", "micro-batch ids start at 0.", min_value=0),
@@ -264,7 +265,7 @@ def quarantine_table(dataset: Dataset) -> TableSpec:
                 column="quarantine_share",
                 min_value=0.0,
                 max_value=QUARANTINE_WARN_SHARE,
-                severity="warning",
+                severity=FailureSeverity.WARNING,
                 notes=_notes(
                     "warning",
                     f"more than {QUARANTINE_WARN_SHARE:.0%} of the run's lines were quarantined.",
@@ -274,7 +275,7 @@ def quarantine_table(dataset: Dataset) -> TableSpec:
                 column="quarantine_share",
                 min_value=0.0,
                 max_value=QUARANTINE_FAIL_SHARE,
-                severity="critical",
+                severity=FailureSeverity.CRITICAL,
                 notes=_notes(
                     "critical",
                     f"more than {QUARANTINE_FAIL_SHARE:.0%} of the run's lines were quarantined: "
@@ -310,7 +311,7 @@ def _silver_values(dataset: str, aggregate: SilverAggregate) -> list[Expectation
                 column_B="min_signal",
                 or_equal=True,
                 ignore_row_if="either_value_is_missing",
-                severity="critical",
+                severity=FailureSeverity.CRITICAL,
                 notes=_notes("critical", "a window's max signal is at least its min signal."),
             )
         ]
@@ -377,7 +378,7 @@ def silver_table(dataset: Dataset, aggregate: SilverAggregate) -> TableSpec:
                         column_A="cumulative_opens",
                         column_B="cumulative_closes",
                         or_equal=True,
-                        severity="warning",
+                        severity=FailureSeverity.WARNING,
                         notes=_notes(
                             "warning",
                             "a Close always follows its Open, so up to any window's end there "

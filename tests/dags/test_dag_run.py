@@ -54,7 +54,10 @@ def test_dag_test_runs_runoff_events_end_to_end(
         "AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"})
     )
 
-    dag_run = build_dataset_dag("events").test()
+    dag = build_dataset_dag("events")
+    for task in dag.tasks:
+        task.retries = 0  # fail fast: a failure here is a bug, not a flaky cluster
+    dag_run = dag.test()
 
     states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
     assert states == {

@@ -99,13 +99,18 @@ def test_clean_data_passes_and_a_second_run_finds_no_new_data(
 
     assert main(["--home", str(home), "validate", "events"]) == 0
     out = _take(stdout)
-    assert "bronze_events: no new data (version 1)" in out
-    assert "events_action_hourly: no new data (version 1)" in out
+    paths = {
+        "bronze_events": config.bronze_path("events"),
+        "events_action_hourly": config.silver_path("events_action_hourly"),
+    }
+    for table, path in paths.items():
+        version = DeltaTable(str(path)).version()
+        assert f"{table}: no new data (no version after {version})" in out
     assert len(read_results(results_path(config), dataset="events")) == len(history)
 
     runs = read_runs(config.runs_path, "events")
     assert [(r["layer"], r["status"]) for r in runs] == [("validate", "success")] * 2
-    assert '"bronze_events": %d' % bronze_version in runs[0]["versions_after"]
+    assert f'"bronze_events": {bronze_version}' in runs[0]["versions_after"]
 
 
 def test_a_null_action_fails_the_run_with_exit_status_1(
@@ -210,7 +215,12 @@ def test_quarantine_share_warns_then_fails(config: RunoffConfig) -> None:
 
 
 def test_more_closes_than_opens_is_only_a_warning(config: RunoffConfig) -> None:
-    rows = [hourly(0, "Open", 2), hourly(0, "Close", 2), hourly(1, "Open", 1), hourly(1, "Close", 3)]
+    rows = [
+        hourly(0, "Open", 2),
+        hourly(0, "Close", 2),
+        hourly(1, "Open", 1),
+        hourly(1, "Close", 3),
+    ]
     append(config.silver_path("events_action_hourly"), action_counts(rows))
 
     report = validate_dataset(config, "events", layers=("silver",))

@@ -71,10 +71,20 @@ def _cumulative_by_hand(
 
 
 def test_cumulative_actions_over_tumbling_windows() -> None:
-    rows = [hourly(0, "Open", 5), hourly(0, "Close", 2), hourly(1, "Close", 4), hourly(2, "Open", 1)]
+    rows = [
+        hourly(0, "Open", 5),
+        hourly(0, "Close", 2),
+        hourly(1, "Close", 4),
+        hourly(2, "Open", 1),
+    ]
     frame = cumulative_actions_frame(action_counts(rows), 3600)
     got = list(
-        zip(frame["window_start"], frame["cumulative_opens"], frame["cumulative_closes"], strict=True)
+        zip(
+            frame["window_start"],
+            frame["cumulative_opens"],
+            frame["cumulative_closes"],
+            strict=True,
+        )
     )
     assert [(s.to_pydatetime(), o, c) for s, o, c in got] == _cumulative_by_hand(rows, 3600)
     assert frame["window_end"].tolist() == [s + timedelta(hours=1) for s, _, _ in got]
@@ -93,7 +103,10 @@ def test_cumulative_actions_over_sliding_windows_use_a_tiling_and_start_at_since
     got = [
         (s.to_pydatetime(), o, c)
         for s, o, c in zip(
-            frame["window_start"], frame["cumulative_opens"], frame["cumulative_closes"], strict=True
+            frame["window_start"],
+            frame["cumulative_opens"],
+            frame["cumulative_closes"],
+            strict=True,
         )
     ]
     assert got == expected

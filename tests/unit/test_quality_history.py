@@ -12,7 +12,9 @@ from quality.increments import Watermark
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 
 
-def _row(table: str, to_version: int, passed: bool, minutes: int, table_id: str = "id-1") -> ResultRow:
+def _row(
+    table: str, to_version: int, passed: bool, minutes: int, table_id: str = "id-1"
+) -> ResultRow:
     return ResultRow(
         run_id=f"run-{minutes}",
         dataset="events",
@@ -60,7 +62,9 @@ def test_watermark_is_the_last_passing_validation(tmp_path: Path) -> None:
 
 def test_a_recreated_table_takes_the_latest_id(tmp_path: Path) -> None:
     path = tmp_path / "results"
-    append_results(path, [_row("bronze_events", 8, True, 1, "old"), _row("bronze_events", 0, True, 2, "new")])
+    append_results(
+        path, [_row("bronze_events", 8, True, 1, "old"), _row("bronze_events", 0, True, 2, "new")]
+    )
     assert last_validated(path, "events") == {"bronze_events": Watermark(0, "new")}
 
 

@@ -53,7 +53,9 @@ def test_describe_observed() -> None:
         == "2 of 9 unexpected: (2024-03-01T00:00:00Z, Open), ..."
     )
     assert (
-        describe_observed({"unexpected_count": 1, "element_count": 3, "partial_unexpected_list": [-1]})
+        describe_observed(
+            {"unexpected_count": 1, "element_count": 3, "partial_unexpected_list": [-1]}
+        )
         == "1 of 3 unexpected: -1"
     )
     assert (
@@ -78,7 +80,9 @@ def _outcome(table: str, severity: str, success: bool) -> ExpectationOutcome:
 def test_report_passes_unless_a_critical_expectation_failed() -> None:
     report = ValidationReport(run_id="r", dataset="events", layers=("bronze",), full=False)
     report.expectations = [_outcome("bronze_events", "warning", False)]
-    report.tables = [TableOutcome("quarantine_events", "bronze", "skipped", "table does not exist yet")]
+    report.tables = [
+        TableOutcome("quarantine_events", "bronze", "skipped", "table does not exist yet")
+    ]
     assert report.passed and len(report.warnings) == 1
     assert [r["result"] for r in report.rows] == ["warn", "skipped"]
 

@@ -1,4 +1,4 @@
-"""quality.suites: the suites follow the dataset definitions and every expectation has a severity."""
+"""quality.suites: suites follow the dataset definitions; every expectation has a severity."""
 
 from __future__ import annotations
 
@@ -62,7 +62,9 @@ def test_silver_suites_follow_the_aggregate_definitions(name: str) -> None:
         assert len(unique) == 1
         columns = unique[0].kwargs.get("column_list") or [unique[0].kwargs["column"]]
         assert tuple(columns) == aggregate.keys
-        sizes = [c.kwargs["value_set"] for c in configs if c.kwargs.get("column") == "window_seconds"]
+        sizes = [
+            c.kwargs["value_set"] for c in configs if c.kwargs.get("column") == "window_seconds"
+        ]
         if aggregate.window is None:
             assert sizes == []
         else:

@@ -209,3 +209,16 @@ def test_table_run_reports_each_batch_once(tmp_path: Path) -> None:
 def test_options_come_from_the_command_line() -> None:
     args = argparse.Namespace(dataset="events", watermark="2 hours", max_files_per_trigger=1)
     assert SilverOptions.from_args(args) == SilverOptions("2 hours", 1)
+
+
+def test_merge_checkpoints_the_table_every_interval_commits(tmp_path: Path) -> None:
+    path = tmp_path / "events_action_hourly"
+    ensure_table(path, EVENTS_SCHEMA)
+    outcomes = [
+        merge_batch(path, hourly([(b, "Open", 1)]), HOURLY, "app", b, checkpoint_interval=3)
+        for b in range(7)
+    ]
+
+    assert [o.version for o in outcomes] == [1, 2, 3, 4, 5, 6, 7]
+    checkpoints = sorted(p.name for p in (path / "_delta_log").glob("*.checkpoint.parquet"))
+    assert checkpoints == [f"{v:020d}.checkpoint.parquet" for v in (3, 6)]

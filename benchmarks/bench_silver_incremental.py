@@ -1,0 +1,184 @@
+"""Silver run time per increment stays flat as history grows; MERGE time per batch too.
+
+Builds a `sensors` bronze table in a scratch runoff home (`benchmarks/work/silver_incremental`)
+and appends one increment at a time (`ROWS_PER_INCREMENT` generated signals, about 5 minutes of
+event time from 20 devices, one bronze commit), running `runoff silver sensors` (`run_silver`,
+the three tables `sensors_device_counts`, `sensors_type_signal`, `sensors_lost_signal`, in one
+session) after each. The silver tables grow by about 1,300 rows per increment; without the
+`window_start` range in the MERGE condition every batch would rewrite or scan more of them.
+
+Reported (medians; the first `WARMUP` increments are left out: JVM and Python worker warm-up):
+- run time per increment: the last `WINDOW` increments against increments WARMUP..WARMUP+WINDOW
+  (target: flat within 1.2x);
+- MERGE time per committed batch over the same two windows (target: within 1.2x).
+Writes `benchmarks/results/silver_incremental.json`. Run:
+`uv run --frozen python -m benchmarks.bench_silver_incremental` (about 3-4 minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+INCREMENTS = 30
+WARMUP = 2
+WINDOW = 5
+ROWS_PER_INCREMENT = 2_400
+SEED = 7
+START = datetime(2024, 3, 1, tzinfo=UTC)
+WORK = Path(__file__).resolve().parent / "work" / "silver_incremental"
+DATASET = "sensors"
+
+
+def increments() -> list[list[Any]]:
+    """The generator's records, one list per increment (time-ordered, no day crossing)."""
+    from jobs.datasets import get_dataset
+
+    spec = get_dataset(DATASET).generator
+    assert spec is not None
+    rng = random.Random(f"runoff/{DATASET}/{SEED}/records")
+    built: list[list[Any]] = spec.build(rng, START, INCREMENTS + WARMUP, ROWS_PER_INCREMENT)
+    return built
+
+
+def bronze_rows(records: list[Any], batch: int, schema: pa.Schema) -> pa.Table:
+    """Bronze rows of one increment, as the bronze job writes them."""
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    ingested = datetime.now(UTC)
+    rows = []
+    for record in records:
+        value = record.value
+        moment = epoch + timedelta(microseconds=record.time_us)
+        rows.append(
+            {
+                "timestamp": moment,
+                "deviceId": value["deviceId"],
+                "deviceType": value["deviceType"],
+                "signalStrength": float(value["signalStrength"]),
+                "event_time": moment,
+                "event_date": moment.date(),
+                "_source_file": f"landing/{DATASET}/date={moment.date()}/part-{batch:05d}.json",
+                "_ingested_at": ingested,
+                "_batch_id": batch,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def table_size(path: Path) -> tuple[int, int]:
+    """(rows, data files) of a Delta table."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(str(path))
+    return int(dt.count()), len(dt.file_uris())
+
+
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 4)
+
+
+def main() -> dict[str, Any]:
+    from deltalake import write_deltalake
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from benchmarks.result import metric, write_result
+    from jobs.config import RunoffConfig
+    from jobs.datasets import get_dataset
+    from jobs.silver import run_silver
+    from jobs.spark import get_spark
+
+    shutil.rmtree(WORK, ignore_errors=True)
+    (WORK / "home").mkdir(parents=True)
+    config = RunoffConfig.from_sources(home=WORK / "home", spark_master="local[2]", env={})
+    dataset = get_dataset(DATASET)
+    schema = to_arrow_schema(dataset.full_bronze_schema, timezone="UTC")
+    spark = get_spark(app_name="runoff-bench-silver", config=config)
+    tables = [agg.table for agg in dataset.aggregates]
+    per_increment: list[dict[str, Any]] = []
+    try:
+        for i, records in enumerate(increments()):
+            write_deltalake(
+                str(config.bronze_path(DATASET)),
+                bronze_rows(records, i, schema),
+                mode="append",
+                partition_by=["event_date"],
+            )
+            started = time.perf_counter()
+            record = run_silver(spark, config, DATASET, report=lambda _line: None)
+            seconds = time.perf_counter() - started
+            merges = [s for t in tables for s in record.details["tables"][t]["merge_seconds"]]
+            rows, files = table_size(config.silver_path("sensors_device_counts"))
+            per_increment.append(
+                {
+                    "increment": i,
+                    "run_seconds": round(seconds, 3),
+                    "batches": record.batches,
+                    "merge_seconds": [round(s, 4) for s in merges],
+                    "device_counts_rows": rows,
+                    "device_counts_files": files,
+                }
+            )
+            print(
+                f"increment {i}: silver {seconds:.2f} s, {record.batches} batches, "
+                f"MERGE median {median(merges) if merges else 0:.3f} s, "
+                f"sensors_device_counts {rows} rows in {files} files",
+                flush=True,
+            )
+    finally:
+        spark.stop()
+
+    measured = per_increment[WARMUP:]
+    early, late = measured[:WINDOW], measured[-WINDOW:]
+    early_run = median([m["run_seconds"] for m in early])
+    late_run = median([m["run_seconds"] for m in late])
+    early_merge = median([s for m in early for s in m["merge_seconds"]])
+    late_merge = median([s for m in late for s in m["merge_seconds"]])
+    final_rows = per_increment[-1]["device_counts_rows"]
+    return write_result(
+        "silver_incremental",
+        f"`runoff silver sensors` after each of {INCREMENTS} increments of "
+        f"{ROWS_PER_INCREMENT:,} signals: run time and MERGE time per batch, last {WINDOW} "
+        f"increments against the first {WINDOW} (sensors_device_counts grows to "
+        f"{final_rows:,} rows).",
+        [
+            metric(
+                "silver run time per increment",
+                late_run,
+                unit="s",
+                baseline=early_run,
+                baseline_label=f"increments {WARMUP}-{WARMUP + WINDOW - 1}",
+                target="<= 1.2",
+            ),
+            metric(
+                "MERGE time per batch",
+                late_merge,
+                unit="s",
+                baseline=early_merge,
+                baseline_label=f"increments {WARMUP}-{WARMUP + WINDOW - 1}",
+                target="<= 1.2",
+            ),
+        ],
+        params={
+            "dataset": DATASET,
+            "tables": tables,
+            "increments": INCREMENTS,
+            "warmup_increments": WARMUP,
+            "window": WINDOW,
+            "rows_per_increment": ROWS_PER_INCREMENT,
+            "spark_master": "local[2]",
+            "shuffle_partitions": config.shuffle_partitions,
+            "statistic": "median",
+            "per_increment": per_increment,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+"""`runoff backfill`: the bounded batch re-run of [start, end), against tests/expected.py.
+
+The live pipeline (bronze, silver streams, through `jobs.cli.main`) ingests three days; then
+landing changes for the first two days (an archived file delivered again with other content, a
+new file, a file with records next to the interval's edges) and for the third (a new file
+outside the interval). A backfill of the first two days must leave
+- bronze: the interval's rows = the valid records of the interval's files (the landing copy of a
+  file wins over its archived copy), the third day's rows untouched;
+- quarantine: the interval's rows = the malformed lines of those files, the others untouched;
+- silver: every window overlapping the interval = expected.py's aggregate of every bronze
+  record, every other window untouched;
+and a second run must change nothing (no new version, same rows, same checkpoint bytes).
+Afterwards the live streams go on: bronze ingests only the third day's new file (the backfill's
+new files are not ingested twice) and silver ends equal to expected.py over all records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from jobs.backfill import Interval
+from jobs.bronze import archive_dir
+from jobs.cli import main
+from jobs.config import RunoffConfig
+from jobs.generate import generate_dataset
+from jobs.ledger import read_runs
+from jobs.status import uri_to_path
+from tests import expected
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+DAY1, DAY2, DAY3 = date(2024, 1, 1), date(2024, 1, 2), date(2024, 1, 3)
+SAMPLE = {"files": 2, "rows_per_file": 50, "malformed_rate": 0.1}
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def cli(home: Path, *args: str) -> int:
+    return main(["--home", str(home), *args])
+
+
+def rows_of(path: Path) -> list[dict[str, Any]]:
+    return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+
+
+def version_of(path: Path) -> int:
+    return int(DeltaTable(str(path)).version())
+
+
+def checkpoint_digest(config: RunoffConfig) -> dict[str, str]:
+    """Every file under the checkpoint directories, with the hash of its bytes."""
+    root = config.home / "checkpoints"
+    digest = {}
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if path.is_file() and relative.parts[1:2] and not relative.name.endswith(".lock"):
+            digest[str(relative)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digest
+
+
+def effective_files(config: RunoffConfig, dataset: str, days: list[date]) -> dict[Path, Path]:
+    """landing path -> the file holding its current content (landing copy, else archive)."""
+    landing, archive = config.landing_dir(dataset), archive_dir(config, dataset)
+    found: dict[Path, Path] = {}
+    for root in (archive, landing):  # landing last: it wins
+        for day in days:
+            for path in sorted((root / f"date={day.isoformat()}").glob("*")):
+                if path.is_file() and not path.name.startswith((".", "_")):
+                    found[landing / path.relative_to(root)] = path
+    return found
+
+
+def expected_files(
+    config: RunoffConfig, dataset: str, days: list[date]
+) -> list[expected.LandingFile]:
+    """expected.py's reading of the files, `_source_file` = the landing path."""
+    result = []
+    for landing_path, location in effective_files(config, dataset, days).items():
+        parsed = expected.read_file(dataset, location)
+        lines = tuple(
+            line
+            if line.record is None
+            else type(line)(
+                line.number,
+                line.raw,
+                line.kind,
+                line.reason,
+                {**line.record, "_source_file": os.path.realpath(landing_path)},
+            )
+            for line in parsed.lines
+        )
+        result.append(expected.LandingFile(landing_path, parsed.date, lines))
+    return result
+
+
+def bronze_records(path: Path, columns: list[str]) -> list[tuple[Any, ...]]:
+    """Bronze rows projected on the record's columns, `_source_file` as a local path."""
+    rows = []
+    for row in rows_of(path):
+        row["_source_file"] = uri_to_path(row["_source_file"])
+        rows.append(tuple(row[c] for c in columns))
+    return sorted(rows)
+
+
+def record_tuples(records: list[dict[str, Any]], columns: list[str]) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r[c] for c in columns) for r in records)
+
+
+def quarantine_keys(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    return sorted((uri_to_path(r["_source_file"]), r["_line_number"]) for r in rows)
+
+
+def overlaps(row: dict[str, Any], interval: Interval) -> bool:
+    return bool(row["window_end"] > interval.start_time and row["window_start"] < interval.end_time)
+
+
+def silver_rows(path: Path) -> list[dict[str, Any]]:
+    return sorted(rows_of(path), key=lambda r: (r["window_start"], r["window_end"], r["action"]))
+
+
+def write_lines(path: Path, lines: list[bytes]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_bytes(b"".join(line + b"\n" for line in lines))
+    os.replace(temp, path)
+
+
+def event(moment: datetime, action: str) -> bytes:
+    return json.dumps({"time": int(moment.timestamp()), "action": action}).encode()
+
+
+def at(day: date, hour: int, minute: int) -> datetime:
+    return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
+
+
+# -- the test ---------------------------------------------------------------------------------
+def test_backfill_replaces_exactly_the_interval_and_is_idempotent(
+    spark: Any, config: RunoffConfig, home: Path
+) -> None:
+    dataset = "events"
+    bronze, quarantine = config.bronze_path(dataset), config.quarantine_path(dataset)
+    silver = {t: config.silver_path(t) for t in ("events_action_hourly", "events_action_sliding")}
+    columns = ["time", "action", "event_time", "event_date", "_source_file"]
+
+    # The live pipeline: days 1-2 in one bronze run, day 3 in a second (which archives 1-2).
+    for seed, day in enumerate((DAY1, DAY2), start=1):
+        generate_dataset(config, dataset, start=at(day, 10, 0), seed=seed, **SAMPLE)
+    assert cli(home, "bronze", dataset) == 0
+    generate_dataset(config, dataset, start=at(DAY3, 10, 0), seed=3, **SAMPLE)
+    assert cli(home, "bronze", dataset) == 0
+    assert cli(home, "silver", dataset) == 0
+    archived = sorted(archive_dir(config, dataset).rglob("*.json"))
+    assert len(archived) == 4  # days 1 and 2; day 3 waits for the next run
+
+    # Landing changes: an archived day-1 file delivered again with other content (first lines
+    # dropped, an Open 2 minutes after midnight, a malformed line), a new day-2 file (with an
+    # event 2 minutes before the interval ends), and a new day-3 file outside the interval.
+    redelivered = config.landing_dir(dataset) / archived[0].relative_to(
+        archive_dir(config, dataset)
+    )
+    old_lines = archived[0].read_bytes().splitlines()
+    write_lines(redelivered, [*old_lines[7:], event(at(DAY1, 0, 2), "Open"), b'{"time": 17040'])
+    generate_dataset(config, dataset, start=at(DAY2, 15, 0), seed=4, files=1, rows_per_file=30)
+    write_lines(
+        config.landing_dir(dataset) / "date=2024-01-02" / "edge.json",
+        [event(at(DAY2, 23, 58), "Close"), b"", b"[1, 2]"],
+    )
+    day3_new = generate_dataset(config, dataset, start=at(DAY3, 15, 0), seed=5, files=1)
+    assert day3_new[0].path.is_file()
+
+    interval = Interval(DAY1, DAY3)
+    before_bronze = rows_of(bronze)
+    before_quarantine = rows_of(quarantine)
+    before_silver = {t: rows_of(p) for t, p in silver.items()}
+    checkpoints = checkpoint_digest(config)
+    assert checkpoints  # bronze and both silver checkpoints
+
+    assert cli(home, "backfill", dataset, "--start", "2024-01-01", "--end", "2024-01-03") == 0
+
+    # bronze: the interval = the interval's files; day 3 untouched (all columns).
+    files = expected_files(config, dataset, [DAY1, DAY2])
+    want = [r for r in expected.valid_records(files) if DAY1 <= r["event_date"] < DAY3]
+    in_interval = [r for r in rows_of(bronze) if DAY1 <= r["event_date"] < DAY3]
+    assert len(in_interval) == len(want)
+    assert bronze_records(bronze, columns) == sorted(
+        record_tuples(want, columns) + bronze_records_outside(before_bronze, columns, interval)
+    )
+    outside = [r for r in rows_of(bronze) if not DAY1 <= r["event_date"] < DAY3]
+    assert sorted(outside, key=repr) == sorted(
+        [r for r in before_bronze if not DAY1 <= r["event_date"] < DAY3], key=repr
+    )
+
+    # quarantine: the interval's files' malformed lines; other files' rows untouched.
+    def from_interval(row: dict[str, Any]) -> bool:
+        return (
+            "/date=2024-01-01/" in row["_source_file"] or "/date=2024-01-02/" in row["_source_file"]
+        )
+
+    got_quarantine = rows_of(quarantine)
+    malformed = expected.malformed_lines(files)
+    assert quarantine_keys([r for r in got_quarantine if from_interval(r)]) == sorted(
+        (os.path.realpath(path), number) for path, number, _, _ in malformed
+    )
+    assert sorted([r for r in got_quarantine if not from_interval(r)], key=repr) == sorted(
+        [r for r in before_quarantine if not from_interval(r)], key=repr
+    )
+
+    # silver: windows overlapping the interval = expected over every bronze record.
+    all_records = want + [
+        dict(zip(columns, row, strict=True))
+        for row in bronze_records_outside(before_bronze, columns, interval)
+    ]
+    for table, path in silver.items():
+        got = silver_rows(path)
+        want_rows = expected.SILVER[table](all_records)
+        assert [r for r in got if overlaps(r, interval)] == [
+            r for r in want_rows if overlaps(r, interval)
+        ], table
+        untouched = [r for r in before_silver[table] if not overlaps(r, interval)]
+        assert sorted([r for r in got if not overlaps(r, interval)], key=repr) == sorted(
+            untouched, key=repr
+        )
+    # the straddling sliding window [Dec 31 23:55, Jan 1 00:05) was written by the backfill
+    sliding = silver_rows(silver["events_action_sliding"])
+    assert {
+        "window_start": at(date(2023, 12, 31), 23, 55),
+        "window_end": at(DAY1, 0, 5),
+        "action": "Open",
+        "count": 1,
+    } in sliding
+
+    # the interval's new landing files went to the archive; the day-3 file is still pending.
+    status = status_json(home, dataset)
+    assert status["landing"]["pending_files"] == [
+        str(day3_new[0].path.relative_to(config.landing_dir(dataset)))
+    ]
+    assert not (config.landing_dir(dataset) / "date=2024-01-02" / "edge.json").exists()
+
+    # a second run changes nothing: no new version, same rows, checkpoints never written.
+    versions = {p: version_of(p) for p in (bronze, quarantine, *silver.values())}
+    contents = {p: sorted(rows_of(p), key=repr) for p in versions}
+    assert cli(home, "backfill", dataset, "--start", "2024-01-01", "--end", "2024-01-03") == 0
+    assert {p: version_of(p) for p in versions} == versions
+    assert {p: sorted(rows_of(p), key=repr) for p in versions} == contents
+    assert checkpoint_digest(config) == checkpoints
+    backfills = [r for r in read_runs(config.runs_path, dataset) if r["layer"] == "backfill"]
+    assert [(r["status"], r["files"]) for r in backfills] == [("success", len(files))] * 2
+    assert json.loads(backfills[1]["versions_before"]) == json.loads(backfills[1]["versions_after"])
+
+    # the live streams go on: only the day-3 file is new; silver = expected over everything.
+    assert cli(home, "bronze", dataset) == 0
+    assert cli(home, "silver", dataset) == 0
+    everything = expected_files(config, dataset, [DAY1, DAY2, DAY3])
+    records = expected.valid_records(everything)
+    assert bronze_records(bronze, columns) == record_tuples(records, columns)
+    for table, path in silver.items():
+        assert silver_rows(path) == expected.SILVER[table](records), table
+    status = status_json(home, dataset)
+    assert status["landing"]["pending"] == 0
+    # last batch ids: what the runs counted (the ledger), minus one (ids start at 0)
+    runs = read_runs(config.runs_path, dataset)
+    bronze_batches = sum(r["batches"] for r in runs if r["layer"] == "bronze")
+    silver_batches = {
+        t: sum(
+            json.loads(r["details"])["tables"][t]["batches"] for r in runs if r["layer"] == "silver"
+        )
+        for t in silver
+    }
+    assert [t["last_batch_id"] for t in status["tables"]] == [
+        bronze_batches - 1,
+        bronze_batches - 1,
+        *(silver_batches[t] - 1 for t in silver),
+    ]
+    assert [t["rows"] for t in status["tables"]] == [
+        len(records),
+        len(expected.malformed_lines(everything)),
+        *(len(expected.SILVER[t](records)) for t in silver),
+    ]
+
+
+def bronze_records_outside(
+    rows: list[dict[str, Any]], columns: list[str], interval: Interval
+) -> list[tuple[Any, ...]]:
+    picked = []
+    for row in rows:
+        if not interval.start <= row["event_date"] < interval.end:
+            picked.append(
+                tuple(uri_to_path(row[c]) if c == "_source_file" else row[c] for c in columns)
+            )
+    return picked
+
+
+def status_json(home: Path, dataset: str) -> dict[str, Any]:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli(home, "status", dataset, "--json") == 0
+    document: dict[str, Any] = json.loads(out.getvalue())
+    return document

@@ -1,0 +1,135 @@
+"""Crash safety of `runoff bronze`: SIGKILL at random moments, restart, finish: exactly once.
+
+One runoff home; `runoff bronze events --max-files-per-trigger 1` runs as a real process (its own
+process group: the Python driver, the JVM and the Python workers die together, as on a machine
+crash) and is killed at a random moment, again and again: sometimes while it starts (lock,
+checkpoint, JVM), mostly within a micro-batch (after the k-th batch line plus a random delay:
+parsing, writing bronze, writing quarantine, Spark's offset and commit logs, archiving). New
+files land between some runs. Then a last run finishes, and every landing file's valid lines
+must be in bronze exactly once and its malformed lines in quarantine exactly once.
+
+RUNOFF_SOAK_RUNS sets the number of killed runs (default 10; the soak runs 50:
+`RUNOFF_SOAK_RUNS=50 uv run --frozen pytest tests/integration/test_bronze_crash.py`).
+RUNOFF_SOAK_SEED replays the kill schedule of a failed run (printed at the start).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from jobs.bronze import landing_dirs
+from jobs.config import RunoffConfig
+from jobs.ledger import read_runs
+from tests import expected
+from tests.conftest import REPO_ROOT
+from tests.integration.test_bronze import assert_tables_hold_exactly, land
+
+pytestmark = [pytest.mark.slow]
+
+KILLED_RUNS = int(os.environ.get("RUNOFF_SOAK_RUNS", "10"))
+EARLY_KILL_SHARE = 0.3  # killed at a random moment from the start (startup, lock, first batch)
+RUN_TIMEOUT_S = 600
+
+
+def start_bronze(home: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jobs.cli",
+            "--home",
+            str(home),
+            "bronze",
+            "events",
+            "--max-files-per-trigger",
+            "1",
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: the JVM dies with it
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "RUNOFF_SPARK_MASTER": "local[2]"},
+    )
+
+
+def pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    for line in stream:
+        lines.put(line.rstrip("\n"))
+    lines.put(None)
+
+
+def kill_group(process: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=60)
+
+
+def wait_for_batches(lines: queue.Queue[str | None], count: int, log: list[str]) -> bool:
+    """Wait until `count` batch lines were printed; False if the run ended first."""
+    seen = 0
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while seen < count:
+        try:
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            pytest.fail(f"no batch line within {RUN_TIMEOUT_S} s; output: {log[-20:]}")
+        if line is None:
+            return False
+        log.append(line)
+        seen += "bronze events batch " in line
+    return True
+
+
+def test_sigkill_at_random_moments_then_finish_ingests_every_line_once(tmp_path: Path) -> None:
+    seed = int(os.environ.get("RUNOFF_SOAK_SEED", str(random.SystemRandom().randrange(10**6))))
+    print(f"kill schedule seed: RUNOFF_SOAK_SEED={seed}, killed runs: {KILLED_RUNS}")
+    rng = random.Random(seed)
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    files = land(config, "events", files=5, seed=0)
+
+    for attempt in range(KILLED_RUNS):
+        process = start_bronze(config.home)
+        assert process.stdout is not None
+        lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=pump, args=(process.stdout, lines), daemon=True).start()
+        log: list[str] = []
+        if rng.random() < EARLY_KILL_SHARE:
+            moment = f"{rng.uniform(0.5, 12.0):.1f} s after the start"
+            time.sleep(float(moment.split()[0]))
+        else:
+            batches = rng.randint(1, 2)
+            delay = rng.uniform(0.0, 3.0)
+            moment = f"{delay:.1f} s after batch line {batches}"
+            if wait_for_batches(lines, batches, log):
+                time.sleep(delay)
+        kill_group(process)
+        print(f"run {attempt}: killed {moment} (exit {process.returncode}); last: {log[-1:]}")
+        if attempt % 2 == 1:  # new files keep arriving between crashes
+            files += land(config, "events", files=1, seed=100 + attempt)
+
+    final = start_bronze(config.home)
+    output, _ = final.communicate(timeout=RUN_TIMEOUT_S)
+    print(output)
+    assert final.returncode == 0, output
+
+    assert_tables_hold_exactly(config, "events", files)
+    assert read_runs(config.runs_path, "events")[-1]["status"] == "success"
+    landing, archived = landing_dirs(config, "events")
+    for f in files:  # no landing file lost or duplicated by archiving under crashes
+        assert f.path.exists() != (archived / f.path.relative_to(landing)).exists(), f.path
+    valid, malformed, _ = expected.counts(files)
+    print(f"{len(files)} files, {valid} records, {malformed} malformed lines: exactly once")

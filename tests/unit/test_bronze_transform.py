@@ -1,0 +1,295 @@
+"""Bronze's pure transforms on tiny batch DataFrames, checked against tests/expected.py.
+
+The expected side classifies each line in pure Python (json, UTF-8 decoding) from the landing
+line contract; the lines are hand-written edge cases plus what the generator spoils.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from jobs import bronze
+from jobs.bronze import (
+    ERR_EVENT_TIME,
+    ERR_JSON,
+    ERR_MISSING,
+    ERR_NOT_OBJECT,
+    ERR_TYPE,
+    ERR_UTF8,
+    BronzeOptions,
+    archive_dir,
+    count_lines,
+    good_rows,
+    parse_lines,
+    quarantine_rows,
+)
+from jobs.config import RunoffConfig
+from jobs.datasets import get_dataset
+from jobs.errors import ConfigError
+from tests import expected
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+pytestmark = pytest.mark.spark
+
+INGESTED_AT = datetime(2024, 3, 1, 12, 30, tzinfo=UTC)
+BATCH_ID = 7
+
+# Hand-written lines: every class of the contract, plus Spark's lenient corners.
+EVENTS_EDGE_CASES: tuple[bytes, ...] = (
+    b'{"time":1704067200,"action":"Open"}',
+    b'  {"time": 1704067201, "action": "Close"}  ',
+    b'{"time":1704067202,"action":"Open","extra":{"action":5}}',
+    b"",
+    b"   \t ",
+    b"not json",
+    b"[1,2]",
+    b"42",
+    b"null",
+    b'{"time":1704067200,"action":"Open"',
+    b'{"time":1704067200,"action":"Open"} trailing',
+    b'{"time":"abc","action":"Open"}',
+    b'{"time":1.5,"action":"Open"}',
+    b'{"time":true,"action":"Open"}',
+    b'{"time":99999999999999999999,"action":"Open"}',
+    b'{"time":1704067200,"action":5}',
+    b'{"time":1704067200,"action":{"a":1}}',
+    b'{"time":1704067200,"action":null}',
+    b'{"action":"Open"}',
+    b"{}",
+    b'{"time":1704067200,"action":"Op\xff\xfeen"}',
+    b'\xff\xfe{"time":1704067200,"action":"Open"}',
+)
+SENSORS_EDGE_CASES: tuple[bytes, ...] = (
+    b'{"timestamp":"2024-01-01T00:00:02.317Z","deviceId":"d-1","deviceType":"x",'
+    b'"signalStrength":3}',
+    b'{"timestamp":1704067200,"deviceId":"d-1","deviceType":"x","signalStrength":3.5}',
+    b'{"timestamp":"yesterday","deviceId":"d-1","deviceType":"x","signalStrength":3.5}',
+    b'{"timestamp":"2024-01-01T00:00:02.317Z","deviceId":"d-1","deviceType":"x",'
+    b'"signalStrength":"strong"}',
+    b'{"timestamp":"2024-01-01T00:00:02.317Z","deviceId":12,"deviceType":"x","signalStrength":1.0}',
+)
+
+
+def source(dataset: str, name: str = "part-0") -> str:
+    suffix = ".txt" if dataset == "lines" else ".json"
+    return f"file:/landing/{dataset}/date=2024-01-01/{name}{suffix}"
+
+
+def raw_frame(spark: SparkSession, rows: Sequence[tuple[bytes, str, int]]) -> DataFrame:
+    """`RAW_SCHEMA` rows from (line bytes, source file, block start); bytes kept as they are."""
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame(
+        list(rows), "line binary, _source_file string, _block_start long"
+    ).coalesce(1)
+    return frame.select(F.col("line").cast("string").alias("value"), "_source_file", "_block_start")
+
+
+def generated_lines(dataset: str) -> list[bytes]:
+    """The lines the generator writes for a small sample with malformed lines (no I/O)."""
+    spec = get_dataset(dataset).generator
+    assert spec is not None
+    planned = spec.plan(files=2, rows_per_file=40, seed=3, malformed_rate=0.25)
+    return [line for plan in planned for line in expected.split_lines(plan.content)]
+
+
+def lines_for(dataset: str) -> list[bytes]:
+    extra = {"events": EVENTS_EDGE_CASES, "sensors": SENSORS_EDGE_CASES}.get(dataset, ())
+    return [*extra, *generated_lines(dataset)]
+
+
+def parsed_rows(spark: SparkSession, dataset: str, lines: Sequence[bytes]) -> list[Any]:
+    raw = raw_frame(spark, [(line, source(dataset), 0) for line in lines])
+    rows = parse_lines(raw, get_dataset(dataset)).collect()
+    return sorted(rows, key=lambda r: r["_row_id"])
+
+
+def reason_matches(ours: str, theirs: str) -> bool:
+    """Our `_error` and tests/expected.py's reason name the same fault."""
+    if theirs == "invalid UTF-8":
+        return ours == ERR_UTF8
+    if theirs in ("not JSON", "not a JSON object"):
+        return ours in (ERR_JSON, ERR_NOT_OBJECT)
+    if theirs.startswith("wrong type for "):
+        return ours.startswith(f"{ERR_TYPE}: {theirs.removeprefix('wrong type for ')} (")
+    if theirs.startswith("missing "):
+        field = theirs.removeprefix("missing ")
+        return ours.startswith(f"{ERR_MISSING}: ") and field in ours.split(": ", 1)[1].split(", ")
+    return False
+
+
+@pytest.mark.parametrize("dataset", ["events", "sensors", "activity", "lines"])
+def test_parse_lines_classifies_every_line_as_the_contract_does(
+    spark: SparkSession, dataset: str
+) -> None:
+    lines = lines_for(dataset)
+    rows = parsed_rows(spark, dataset, lines)
+    assert len(rows) == len(lines)
+    day = expected.folder_date(Path(source(dataset)))
+    kinds = {"valid": 0, "malformed": 0, "blank": 0}
+    for line, row in zip(lines, rows, strict=True):
+        want = expected.classify(dataset, line, day=day)
+        kinds[want.kind] += 1
+        got = "blank" if row["_blank"] else ("valid" if row["_error"] is None else "malformed")
+        assert got == want.kind, (line, row["_error"], want.reason)
+        if want.kind == "malformed":
+            assert want.reason is not None
+            assert reason_matches(row["_error"], want.reason), (line, row["_error"], want.reason)
+    # The sample exercises every class.
+    assert kinds["valid"] and kinds["malformed"] and kinds["blank"]
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        (b"not json", ERR_NOT_OBJECT),
+        (b"[1,2]", ERR_NOT_OBJECT),
+        (b'{"time":1704067200,"action":"Open"', ERR_JSON),
+        (b'{"time":1704067200,"action":"Open"} trailing', ERR_JSON),
+        (b'{"time":"abc","action":"Open"}', f"{ERR_TYPE}: time (bigint)"),
+        (b'{"time":"abc","action":5}', f"{ERR_TYPE}: time (bigint), action (string)"),
+        (b'{"action":"Open"}', f"{ERR_MISSING}: time"),
+        (b"{}", f"{ERR_MISSING}: time, action"),
+        (b'{"time":1704067200,"action":"Op\xffen"}', ERR_UTF8),
+    ],
+)
+def test_error_names_the_fault_and_the_columns(
+    spark: SparkSession, line: bytes, error: str
+) -> None:
+    (row,) = parsed_rows(spark, "events", [line])
+    assert row["_error"] == error
+
+
+def test_lines_without_a_date_folder_have_no_event_time(spark: SparkSession) -> None:
+    raw = raw_frame(spark, [(b"hello world", "file:/landing/lines/loose.txt", 0)])
+    (row,) = parse_lines(raw, get_dataset("lines")).collect()
+    assert row["_error"] == ERR_EVENT_TIME
+
+
+def without_ingest_columns(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in ("_ingested_at", "_batch_id")}
+
+
+@pytest.mark.parametrize("dataset", ["events", "sensors", "activity", "lines"])
+def test_good_rows_are_the_valid_records_with_metadata(spark: SparkSession, dataset: str) -> None:
+    lines = lines_for(dataset)
+    raw = raw_frame(spark, [(line, source(dataset), 0) for line in lines])
+    ds = get_dataset(dataset)
+    rows = good_rows(parse_lines(raw, ds), ds, BATCH_ID, INGESTED_AT).collect()
+
+    day = expected.folder_date(Path(source(dataset)))
+    records = []
+    for line in lines:
+        classified = expected.classify(dataset, line, day=day)
+        if classified.record is not None:
+            records.append({**classified.record, "_source_file": source(dataset)})
+    assert [f.name for f in ds.full_bronze_schema.fields] == list(rows[0].asDict())
+    assert {r["_batch_id"] for r in rows} == {BATCH_ID}
+    assert {r["_ingested_at"] for r in rows} == {INGESTED_AT.replace(tzinfo=None)}
+
+    def key(row: dict[str, Any]) -> str:
+        return repr(sorted(row.items()))
+
+    got = sorted((without_ingest_columns(r.asDict()) for r in rows), key=key)
+    assert got == sorted(expected.naive_utc(records), key=key)
+
+
+def test_quarantine_rows_number_every_line_of_each_file(spark: SparkSession) -> None:
+    """Two files interleaved, one of them read in two splits: line numbers follow the file."""
+    first = [b'{"time":1,"action":"Open"}', b"", b"oops", b'{"time":"x","action":"Open"}']
+    second = [b"  ", b'{"action":"Close"}', b'{"time":2,"action":"Close"}', b"\xff bad"]
+    # The second file's lines 3-4 come from a later split (block start 100) but arrive first.
+    rows = [
+        (second[2], source("events", "b"), 100),
+        (second[3], source("events", "b"), 100),
+        (first[0], source("events", "a"), 0),
+        (second[0], source("events", "b"), 0),
+        (first[1], source("events", "a"), 0),
+        (second[1], source("events", "b"), 0),
+        (first[2], source("events", "a"), 0),
+        (first[3], source("events", "a"), 0),
+    ]
+    parsed = parse_lines(raw_frame(spark, rows), get_dataset("events"))
+    got = sorted(
+        (r["_source_file"], r["_line_number"], r["_raw"], r["_error"] is not None)
+        for r in quarantine_rows(parsed, BATCH_ID, INGESTED_AT).collect()
+    )
+    want = sorted(
+        (source("events", name), number, raw.decode("utf-8", "replace"), True)
+        for name, lines in (("a", first), ("b", second))
+        for number, raw in enumerate(lines, start=1)
+        if expected.classify("events", raw).kind == "malformed"
+    )
+    assert got == want
+
+
+def test_quarantine_rows_carry_the_batch_and_ingest_date(spark: SparkSession) -> None:
+    parsed = parse_lines(raw_frame(spark, [(b"oops", source("events"), 0)]), get_dataset("events"))
+    (row,) = quarantine_rows(parsed, BATCH_ID, INGESTED_AT).collect()
+    assert list(row.asDict()) == [f.name for f in bronze.QUARANTINE_SCHEMA.fields]
+    assert (row["_batch_id"], row["_ingested_at"], row["ingest_date"]) == (
+        BATCH_ID,
+        INGESTED_AT.replace(tzinfo=None),
+        INGESTED_AT.date(),
+    )
+
+
+@pytest.mark.parametrize("dataset", ["events", "lines"])
+def test_count_lines_counts_non_blank_valid_and_malformed(
+    spark: SparkSession, dataset: str
+) -> None:
+    lines = lines_for(dataset)
+    raw = raw_frame(spark, [(line, source(dataset), 0) for line in lines])
+    counts = count_lines(parse_lines(raw, get_dataset(dataset)))
+    day = expected.folder_date(Path(source(dataset)))
+    kinds = [expected.classify(dataset, line, day=day).kind for line in lines]
+    assert (counts.rows_in, counts.good, counts.bad) == (
+        len(kinds) - kinds.count("blank"),
+        kinds.count("valid"),
+        kinds.count("malformed"),
+    )
+
+
+def test_to_bronze_that_computes_values_is_refused(spark: SparkSession) -> None:
+    from pyspark.sql import functions as F
+
+    events = get_dataset("events")
+    computing = dataclasses.replace(
+        events, to_bronze=lambda df: df.select((F.col("time.v") + 1).alias("time"), "action")
+    )
+    parsed = parse_lines(
+        raw_frame(spark, [(b'{"time":1,"action":"Open"}', source("events"), 0)]), events
+    )
+    with pytest.raises(
+        ConfigError, match=r"to_bronze of dataset 'events' must only select or rename"
+    ):
+        good_rows(parsed, computing, BATCH_ID, INGESTED_AT)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"trigger": "sometimes"}, r"trigger 'sometimes' is not one of available-now, once"),
+        ({"max_files_per_trigger": 0}, r"max_files_per_trigger=0 must be a whole number"),
+        ({"max_bytes_per_trigger": -5}, r"max_bytes_per_trigger=-5 must be a whole number"),
+    ],
+)
+def test_bronze_options_name_the_bad_value(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BronzeOptions(**options)
+
+
+def test_archive_is_under_the_home_and_outside_the_landing_folder(config: RunoffConfig) -> None:
+    archived = archive_dir(config, "events")
+    landing = config.landing_dir("events")
+    assert archived.is_relative_to(config.home)
+    assert not archived.is_relative_to(landing)
+    assert str(archived).endswith(str(landing))
