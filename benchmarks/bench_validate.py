@@ -28,7 +28,7 @@ import pyarrow as pa
 ROWS_PER_VERSION = 10_000
 SMALL_VERSIONS = 15
 LARGE_VERSIONS = 150
-INCREMENT_REPEATS = 3
+INCREMENT_REPEATS = 5
 START = 1_709_251_200  # 2024-03-01T00:00:00Z
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -51,7 +51,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -65,6 +65,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from delta_tables.registry import bronze_table, ensure_table, quarantine_table
 from jobs.catalog import dataset_info
 from jobs.config import RunoffConfig
 from jobs.console import say
@@ -416,41 +417,58 @@ def read_landing(
 
 
 def batch_files(checkpoint: Path, batch_id: int) -> int | None:
-    """Files of a batch, from the file source's log (`sources/0/<batch>` or a compaction)."""
-    log = checkpoint / "sources" / "0"
-    plain, compact = log / str(batch_id), log / f"{batch_id}.compact"
+    """How many files a micro-batch read, from the checkpoint's logs; None if unreadable.
+
+    The batch's offsets (`offsets/<batch>` and the batch before) give the range of the file
+    source's own log batches it covers (`sources/0/<n>`, or a `<m>.compact` holding them): the
+    two numberings differ after a crash, when one micro-batch can span several log batches.
+    """
     try:
-        if plain.is_file():
-            return sum(1 for line in plain.read_text().splitlines()[1:] if line.strip())
-        if compact.is_file():
-            return sum(
-                1
-                for line in compact.read_text().splitlines()[1:]
-                if line.strip() and json.loads(line).get("batchId") == batch_id
-            )
-    except (OSError, ValueError) as exc:
-        logger.warning("cannot read the files of batch %s from %s: %s", batch_id, log, exc)
-    return None
+        end = _source_log_offset(checkpoint / "offsets" / str(batch_id))
+        start = _source_log_offset(checkpoint / "offsets" / str(batch_id - 1)) if batch_id else -1
+        log = checkpoint / "sources" / "0"
+        compacts = sorted(
+            int(p.name.split(".")[0]) for p in log.glob("*.compact") if p.name[0].isdigit()
+        )
+        files = 0
+        for n in range(start + 1, end + 1):
+            plain = log / str(n)
+            if plain.is_file():
+                files += len(_log_entries(plain))
+                continue
+            holder = next(c for c in compacts if c >= n)
+            files += sum(e.get("batchId") == n for e in _log_entries(log / f"{holder}.compact"))
+        return files
+    except (OSError, ValueError, KeyError, TypeError, StopIteration) as exc:
+        logger.warning("cannot count the files of batch %s in %s: %s", batch_id, checkpoint, exc)
+        return None
 
 
-def ensure_table(path: Path, schema: StructType, partition_by: str) -> None:
-    """Create the empty table, so readers (silver, status) find it before any row lands."""
-    from delta_tables.commit import commit_write
-    from delta_tables.scan import is_delta_table
-
-    if not is_delta_table(str(path)):
-        commit_write(str(path), [], schema=schema, partition_by=[partition_by])
+def _source_log_offset(offsets_file: Path) -> int:
+    """`{"logOffset": n}`: the file source's offset in a batch's offsets file (line 3)."""
+    lines = offsets_file.read_text().splitlines()
+    return int(json.loads(lines[2])["logOffset"])
 
 
-def write_delta(df: DataFrame, path: Path, partition_by: str, app_id: str, batch_id: int) -> None:
-    (
-        df.write.format("delta")
-        .mode("append")
-        # An option, not DataFrameWriter.partitionBy: Python data sources do not receive it.
-        .option("partitionBy", partition_by)
-        .option("txnAppId", app_id)
-        .option("txnVersion", str(batch_id))
-        .save(str(path))
+def _log_entries(path: Path) -> list[dict[str, Any]]:
+    """The JSON entries of a metadata log file (after its `v1` header line)."""
+    return [json.loads(line) for line in path.read_text().splitlines()[1:] if line.strip()]
+
+
+def write_delta(
+    df: DataFrame, path: Path, partition_by: str, app_id: str, batch_id: int, interval: int
+) -> None:
+    """Append in one commit carrying the app transaction (the engine's fast path: Spark's
+    Parquet writer, delta-rs commit); a batch the table already holds is skipped."""
+    from delta_tables import write_batch
+
+    write_batch(
+        df,
+        path,
+        partition_by=[partition_by],
+        app_id=app_id,
+        version=batch_id,
+        checkpoint_interval=interval,
     )
 
 
@@ -461,6 +479,7 @@ class BronzeBatch:
         self, config: RunoffConfig, dataset: Dataset, checkpoint: Path, progress: RunProgress
     ) -> None:
         self.dataset = dataset
+        self.checkpoint_interval = config.checkpoint_interval
         self.bronze = config.bronze_path(dataset.name)
         self.quarantine = config.quarantine_path(dataset.name)
         self.checkpoint = checkpoint
@@ -501,6 +520,7 @@ class BronzeBatch:
                     "event_date",
                     self.app_id,
                     batch_id,
+                    self.checkpoint_interval,
                 )
                 logger.debug("batch %s: bronze written at %.2f s", batch_id, elapsed(started))
             if counts.bad and not quarantine_done:
@@ -510,11 +530,12 @@ class BronzeBatch:
                     "ingest_date",
                     self.app_id,
                     batch_id,
+                    self.checkpoint_interval,
                 )
                 logger.debug("batch %s: quarantine written at %.2f s", batch_id, elapsed(started))
         finally:
             parsed.unpersist()
-        if files is None:
+        if files is None:  # the logs could not tell: count the files the lines came from
             files = batch.select("_source_file").distinct().count()
         self.progress.add(
             BatchProgress(
@@ -586,8 +607,8 @@ def run(
                 options.max_files_per_trigger or options.max_bytes_per_trigger
             ):
                 say(f"{job}: --trigger once reads everything in one batch: rate limits ignored")
-            ensure_table(config.bronze_path(name), dataset.full_bronze_schema, "event_date")
-            ensure_table(config.quarantine_path(name), QUARANTINE_SCHEMA, "ingest_date")
+            for spec in (bronze_table(config, dataset), quarantine_table(config, dataset)):
+                ensure_table(spec)
             if spark is None:
                 from jobs.spark import get_spark
 

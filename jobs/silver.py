@@ -336,7 +336,9 @@ def watch(run: TableRun, report: Callable[[str], None]) -> None:
 def bronze_stream(
     spark: SparkSession, config: RunoffConfig, dataset: Dataset, options: SilverOptions
 ) -> DataFrame:
-    reader = spark.readStream.format("delta")
+    # `runoff backfill` replaces bronze slices (remove + add) and recomputes the silver windows
+    # itself: the stream skips those commits instead of failing (or counting rows twice).
+    reader = spark.readStream.format("delta").option("skipChangeCommits", "true")
     if options.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(options.max_files_per_trigger))
     return reader.load(str(config.bronze_path(dataset.name)))

@@ -322,7 +322,7 @@ def run_query(
         writer.queryName(name)
         .option("checkpointLocation", str(checkpoint))
         .foreachBatch(function)
-        .trigger(**trigger_kwargs(trigger))  # type: ignore[arg-type]
+        .trigger(**trigger_kwargs(trigger))
         .start()
     )
     try:

@@ -95,3 +95,109 @@ def append(path: Path, data: pa.Table, partition_by: Sequence[str] | None = None
 
 def append_bronze(path: Path, data: pa.Table) -> int:
     return append(path, data, partition_by=["event_date"])
+
+
+def _bronze_metadata(event_times: Sequence[datetime], batch_id: int = 0) -> dict[str, pa.Array]:
+    return {
+        "event_time": pa.array(event_times, TS),
+        "event_date": pa.array([t.date() for t in event_times], pa.date32()),
+        "_source_file": pa.array(["landing/part-0.json"] * len(event_times), pa.string()),
+        "_ingested_at": pa.array([INGESTED_AT] * len(event_times), TS),
+        "_batch_id": pa.array([batch_id] * len(event_times), pa.int64()),
+    }
+
+
+def clean_bronze(dataset: str) -> pa.Table:
+    """A few valid bronze rows of `dataset`."""
+    if dataset == "events":
+        return open_close_events(1_709_251_200, 2)
+    times = [at(0, minute) for minute in range(3)]
+    if dataset == "sensors":
+        columns: dict[str, pa.Array] = {
+            "timestamp": pa.array(times, TS),
+            "deviceId": pa.array(["dev-1", "dev-2", "dev-1"]),
+            "deviceType": pa.array(["thermostat", "meter", "thermostat"]),
+            "signalStrength": pa.array([0.5, 0.7, 0.9]),
+        }
+    elif dataset == "activity":
+        nanos = [int(t.timestamp()) * 1_000_000_000 for t in times]
+        columns = {
+            "Arrival_Time": pa.array([n // 1_000_000 for n in nanos], pa.int64()),
+            "Creation_Time": pa.array(nanos, pa.int64()),
+            "Device": pa.array(["nexus4_1"] * 3),
+            "User_ID": pa.array([0, 1, 2], pa.int64()),
+            "Model": pa.array(["nexus4"] * 3),
+            "User": pa.array(["a", "b", "a"]),
+            "gt": pa.array(["walk", "sit", "stand"]),
+            "x": pa.array([0.1, -0.2, 9.8]),
+            "y": pa.array([0.0, 0.3, -1.5]),
+            "z": pa.array([9.7, 0.2, 0.1]),
+        }
+    elif dataset == "lines":
+        times = [at(0)] * 3
+        columns = {"line": pa.array(["the cat", "the dog", "a bird"])}
+    else:
+        raise ValueError(f"no clean bronze rows for {dataset!r}")
+    return pa.table({**columns, **_bronze_metadata(times)})
+
+
+def clean_silver(table: str) -> pa.Table:
+    """A few valid rows of silver table `table`."""
+    minute = timedelta(minutes=1)
+    if table == "events_action_hourly":
+        return action_counts([hourly(0, "Open", 2), hourly(0, "Close", 1)])
+    if table == "events_action_sliding":
+        ten = timedelta(minutes=10)
+        return action_counts(
+            [(at(0, m), at(0, m) + ten, "Open", 1) for m in (0, 5)]
+            + [(at(0, 5), at(0, 5) + ten, "Close", 1)]
+        )
+    windows = {
+        "window_start": pa.array([at(0, 0), at(0, 1)], TS),
+        "window_end": pa.array([at(0, 0) + minute, at(0, 1) + minute], TS),
+    }
+    if table == "sensors_device_counts":
+        five = timedelta(seconds=5)
+        return pa.table(
+            {
+                "window_start": pa.array([at(0, 0), at(0, 0) + five], TS),
+                "window_end": pa.array([at(0, 0) + five, at(0, 0) + 2 * five], TS),
+                "deviceId": pa.array(["dev-1", "dev-1"]),
+                "count": pa.array([3, 1], pa.int64()),
+            }
+        )
+    if table == "sensors_type_signal":
+        return pa.table(
+            {
+                **windows,
+                "deviceType": pa.array(["meter", "meter"]),
+                "count": pa.array([2, 1], pa.int64()),
+                "min_signal": pa.array([0.1, 0.5]),
+                "max_signal": pa.array([0.9, 0.5]),
+                "avg_signal": pa.array([0.5, 0.5]),
+            }
+        )
+    if table == "sensors_lost_signal":
+        return pa.table(
+            {
+                **windows,
+                "deviceId": pa.array(["dev-1", "dev-2"]),
+                "deviceType": pa.array(["meter", "meter"]),
+                "count": pa.array([4, 1], pa.int64()),
+            }
+        )
+    if table == "activity_user_minute":
+        return pa.table(
+            {
+                **windows,
+                "User": pa.array(["a", "a"]),
+                "gt": pa.array(["walk", "walk"]),
+                "count": pa.array([2, 1], pa.int64()),
+                "mean_x": pa.array([0.1, 0.2]),
+                "mean_y": pa.array([0.1, 0.2]),
+                "mean_z": pa.array([9.8, 9.7]),
+            }
+        )
+    if table == "lines_word_counts":
+        return pa.table({"word": pa.array(["the", "cat"]), "count": pa.array([2, 1], pa.int64())})
+    raise ValueError(f"no clean rows for silver table {table!r}")

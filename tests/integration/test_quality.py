@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from jobs.catalog import CATALOG, DATASET_NAMES
 from jobs.cli import main
 from jobs.config import RunoffConfig
 from jobs.console import console
@@ -26,6 +27,8 @@ from tests.quality_tables import (
     append,
     append_bronze,
     bronze_events,
+    clean_bronze,
+    clean_silver,
     hourly,
     open_close_events,
     quarantine_rows,
@@ -252,6 +255,23 @@ def test_full_validates_the_whole_table(config: RunoffConfig) -> None:
     full_of = {t.table: t for t in full.tables}["bronze_events"]
     assert (bronze_of.versions, bronze_of.rows) == ("(1, 2]", 2)
     assert (full_of.versions, full_of.rows) == (f"[0, {table.version()}]", total)
+
+
+@pytest.mark.parametrize("dataset", DATASET_NAMES)
+def test_clean_tables_of_every_dataset_pass(config: RunoffConfig, dataset: str) -> None:
+    append_bronze(config.bronze_path(dataset), clean_bronze(dataset))
+    append(config.quarantine_path(dataset), quarantine_rows(0))
+    for table in CATALOG[dataset].silver_tables:
+        append(config.silver_path(table), clean_silver(table))
+
+    report = validate_dataset(config, dataset)
+
+    assert [(t.table, t.status, t.passed) for t in report.tables] == [
+        (spec.name, "validated", True) for spec in dataset_tables(dataset)
+    ]
+    assert [
+        (e.table, e.expectation, e.observed) for e in report.expectations if not e.success
+    ] == []
 
 
 def test_nothing_to_validate_is_not_an_error(
