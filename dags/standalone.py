@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--home", help="runoff home (else $RUNOFF_HOME, else ./.runoff)")
     parser.add_argument("--port", type=int, default=8080, help="API server and UI port")
     parser.add_argument("--spark-slots", type=int, default=2, help="size of the `spark` pool")
-    parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the UI")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the UI")
     args = parser.parse_args(argv)
 
     home = runoff_home(args.home, os.environ)
@@ -184,7 +184,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"runoff: Airflow home {airflow_home}, DAGs {DAGS_FOLDER}, runoff home {home}", flush=True
     )
-    prepare(env, args.spark_slots)
+    try:
+        prepare(env, args.spark_slots)
+    except RuntimeError as exc:
+        print(f"runoff: error: {exc}", file=sys.stderr)
+        return 1
     # SIGTERM (e.g. from a test or a supervisor) stops Airflow like Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     process = start(env)
@@ -201,6 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(f"runoff: {line}" for line in lines), flush=True)
         process.wait()
         return process.returncode or 0
+    except RuntimeError as exc:
+        print(f"runoff: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 0
     finally:

@@ -382,6 +382,27 @@ def landing_dirs(config: RunoffConfig, dataset: str) -> tuple[Path, Path]:
     return config.landing_dir(dataset), archive_dir(config, dataset)
 
 
+def restore_archive(config: RunoffConfig, dataset: str) -> int:
+    """Move archived files back to their landing paths (a full refresh re-ingests them all).
+
+    For `runoff reset --layer bronze`, with the bronze lock held. A file whose landing path is
+    taken again (delivered anew) stays in the archive. Returns the number of files moved;
+    their modification times are kept, so the new stream reads them in delivery order.
+    """
+    landing, archived = landing_dirs(config, dataset)
+    if not archived.is_dir():
+        return 0
+    moved = 0
+    for path in sorted(archived.rglob("*")):
+        target = landing / path.relative_to(archived)
+        if not path.is_file() or target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        path.replace(target)
+        moved += 1
+    return moved
+
+
 def table_names(dataset: str) -> dict[str, str]:
     info = dataset_info(dataset)
     return {"bronze": info.bronze_table, "quarantine": info.quarantine_table}
@@ -568,13 +589,10 @@ def run(
     name = dataset.name
     job = f"bronze {name}"
     checkpoint = config.checkpoint_dir(LAYER, name)
+    names = table_names(name)
     tables = {
-        names: path
-        for names, path in zip(
-            table_names(name).values(),
-            (config.bronze_path(name), config.quarantine_path(name)),
-            strict=True,
-        )
+        names["bronze"]: config.bronze_path(name),
+        names["quarantine"]: config.quarantine_path(name),
     }
     record = RunRecord(dataset=name, layer=LAYER, trigger=options.trigger)
     record.details = {
@@ -583,57 +601,55 @@ def run(
         "archive": options.archive,
     }
     progress = RunProgress(job, record)
-    with recorded_run(config.runs_path, record):
+    with recorded_run(config.runs_path, record), checkpoint_lock(checkpoint, f"runoff {job}"):
         record.versions_before = {t: table_version(p) for t, p in tables.items()}
         record.versions_after = dict(record.versions_before)
-        with checkpoint_lock(checkpoint, f"runoff bronze {name}"):
-            landing = config.landing_dir(name)
-            if not landing.is_dir():
-                raise RunoffError(
-                    f"no landing directory for {name}: {landing} does not exist "
-                    f"(land files there, or run `runoff generate {name}`)"
-                )
-            guard_checkpoint(
-                checkpoint,
-                owner={
-                    "dataset": name,
-                    "layer": LAYER,
-                    "table": str(config.bronze_path(name).relative_to(config.home)),
-                },
-                tables=tables,
-                reset_command=f"runoff reset {name} --layer bronze --yes",
+        landing = config.landing_dir(name)
+        if not landing.is_dir():
+            raise RunoffError(
+                f"no landing directory for {name}: {landing} does not exist "
+                f"(land files there, or run `runoff generate {name}`)"
             )
-            if options.trigger == "once" and (
-                options.max_files_per_trigger or options.max_bytes_per_trigger
-            ):
-                say(f"{job}: --trigger once reads everything in one batch: rate limits ignored")
-            for spec in (bronze_table(config, dataset), quarantine_table(config, dataset)):
-                ensure_table(spec)
-            if spark is None:
-                from jobs.spark import get_spark
+        guard_checkpoint(
+            checkpoint,
+            owner={
+                "dataset": name,
+                "layer": LAYER,
+                "table": str(config.bronze_path(name).relative_to(config.home)),
+            },
+            tables=tables,
+            reset_command=f"runoff reset {name} --layer bronze --yes",
+        )
+        if options.trigger == "once" and (
+            options.max_files_per_trigger or options.max_bytes_per_trigger
+        ):
+            say(f"{job}: --trigger once reads everything in one batch: rate limits ignored")
+        for spec in (bronze_table(config, dataset), quarantine_table(config, dataset)):
+            ensure_table(spec)
+        if spark is None:
+            from jobs.spark import get_spark
 
-                spark = get_spark(app_name=f"runoff-bronze-{name}", config=config)
-            function = BatchFunction(BronzeBatch(config, dataset, checkpoint, progress))
-            try:
-                run_query(
-                    read_landing(spark, config, name, options).writeStream,
-                    function,
-                    checkpoint,
-                    options.trigger,
-                    f"bronze_{name}",
-                )
-            finally:
-                record.versions_after = {t: table_version(p) for t, p in tables.items()}
-                record.details["rows_in"] = sum(b.rows_in for b in progress.batches)
-                record.details["replayed_batches"] = sum(b.replayed for b in progress.batches)
+            spark = get_spark(app_name=f"runoff-bronze-{name}", config=config)
+        function = BatchFunction(BronzeBatch(config, dataset, checkpoint, progress))
+        try:
+            run_query(
+                read_landing(spark, config, name, options).writeStream,
+                function,
+                checkpoint,
+                options.trigger,
+                f"bronze_{name}",
+            )
+        finally:
+            record.versions_after = {t: table_version(p) for t, p in tables.items()}
+            record.details["rows_in"] = sum(b.rows_in for b in progress.batches)
+            record.details["replayed_batches"] = sum(b.replayed for b in progress.batches)
+    say(summary_line(job, record))
     return record
 
 
 def cmd_bronze(config: RunoffConfig, args: argparse.Namespace) -> int:
     """`runoff bronze <dataset> [--trigger ...] [--max-files-per-trigger N] [...]`."""
-    options = BronzeOptions.from_args(args)
-    record = run(None, config, args.dataset, options)
-    say(summary_line(f"bronze {args.dataset}", record))
+    run(None, config, args.dataset, BronzeOptions.from_args(args))
     return 0
 
 
@@ -651,5 +667,6 @@ __all__ = [
     "parse_lines",
     "quarantine_rows",
     "read_landing",
+    "restore_archive",
     "run",
 ]

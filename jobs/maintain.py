@@ -5,12 +5,13 @@ Input: the dataset's Delta tables (bronze, quarantine, every silver table) and t
 table, with delta-rs (`delta_tables.maintenance`), no Spark:
 1. compaction (`optimize.compact`): small files rewritten into larger ones, a `dataChange=false`
    commit that streaming readers skip, so the contents are unchanged;
-2. a Delta checkpoint at the new version (unless one is already there), so opening the table
-   does not replay every JSON commit;
-3. vacuum: files no version within the retention references, and orphans of crashed writes, are
+2. vacuum: files no version within the retention references, and orphans of crashed writes, are
    deleted (`RUNOFF_VACUUM_RETENTION_HOURS`, 168 by default; readers of older versions need
-   them until then). The ledger is vacuumed with at least one hour of retention because any
-   command may be appending to it at any moment.
+   them until then); it commits only when it deletes something. The ledger is vacuumed with at
+   least one hour of retention because any command may be appending to it at any moment;
+3. a Delta checkpoint at the final version (unless one is already there), so opening the table
+   replays no JSON commit.
+A second run right after the first changes nothing (no new version).
 One line per table (data files before and after, version, checkpoint, files and bytes removed)
 and one ledger row (layer "maintain").
 
@@ -84,14 +85,20 @@ def maintain_table(
     table = open_table(root)
     files_before = len(table.file_uris())
     version_before = int(table.version())
-    compacted = maintenance.compact(root, target_size=target_size)
-    wrote_checkpoint = maintenance.last_checkpoint_version(root) != compacted.version
+    maintenance.compact(root, target_size=target_size)
+    # Sizes are taken before the files go: vacuum only names them. A vacuum that deletes
+    # something commits twice (VACUUM START/END), so it only runs when there is something.
+    # delta-rs also names files an earlier vacuum deleted already: only files on disk count.
+    listed = maintenance.vacuum(root, retention_hours, dry_run=True).files
+    sizes = {f: size for f in listed if (size := _size(path, f)) is not None}
+    if sizes:
+        maintenance.vacuum(root, retention_hours)
+    removed = [f for f in sizes if _size(path, f) is None]
+    # Checkpoint last, at the final version: opening the table then replays no JSON commit.
+    version = int(open_table(root).version())
+    wrote_checkpoint = maintenance.last_checkpoint_version(root) != version
     if wrote_checkpoint:
         maintenance.checkpoint(root)
-    # Sizes are taken before the files go: vacuum only names them.
-    candidates = maintenance.vacuum(root, retention_hours, dry_run=True).files
-    sizes = {f: _size(path, f) for f in candidates}
-    removed = maintenance.vacuum(root, retention_hours).files
     table = open_table(root)
     return TableMaintenance(
         table=name,
@@ -102,15 +109,16 @@ def maintain_table(
         version=int(table.version()),
         checkpoint=wrote_checkpoint,
         files_removed=len(removed),
-        bytes_removed=sum(sizes.get(f, 0) for f in removed),
+        bytes_removed=sum(sizes[f] for f in removed),
     )
 
 
-def _size(root: Path, relative: str) -> int:
+def _size(root: Path, relative: str) -> int | None:
+    """The file's size, None when it does not exist."""
     try:
         return os.path.getsize(root / relative)
     except OSError:
-        return 0
+        return None
 
 
 @contextmanager

@@ -46,6 +46,7 @@ SERIES_COLOURS = ("#1f6fb4", "#e07b28", "#3a9a47", "#c0392b", "#8e5bb5", "#7f6a4
 FAILED_COLOUR = "#c0392b"
 TOP_WORDS = 20
 LAST_RUNS_SHOWN = 15
+MIN_RUN_SLOTS = 6
 
 
 # -- the data a report is made of ----------------------------------------------------------------
@@ -222,6 +223,13 @@ def figure_svg(figure: Any, prefix: str, simplify: bool = False) -> str:
     return text.replace("<svg ", f'<svg class="chart" data-chart="{prefix}" ', 1)
 
 
+def tick_label(value: float) -> str:
+    """Axis numbers as people write them: 20,000 and 2.5, never 2e+04."""
+    if float(value).is_integer() or abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
 def _style_axes(axes: Any, title: str, ylabel: str) -> None:
     from matplotlib.ticker import FuncFormatter
 
@@ -231,7 +239,7 @@ def _style_axes(axes: Any, title: str, ylabel: str) -> None:
     axes.set_axisbelow(True)
     for side in ("top", "right"):
         axes.spines[side].set_visible(False)
-    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:,.4g}"))
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: tick_label(value)))
 
 
 def _time_axis(axes: Any) -> None:
@@ -375,7 +383,8 @@ def _integer_run_axis(axes: Any, count: int) -> None:
         axes.set_xticks(range(1, count + 1))
     else:
         axes.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=20))
-    axes.set_xlim(0.4, max(count, 1) + 0.6)
+    # At least MIN_RUN_SLOTS slots, so that a lone run is a bar, not a wall.
+    axes.set_xlim(0.4, max(count, MIN_RUN_SLOTS) + 0.6)
 
 
 # -- silver charts per dataset -------------------------------------------------------------------

@@ -98,6 +98,12 @@ def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
             if _remove(checkpoint):
                 deleted.append(str(checkpoint))
                 say(f"deleted checkpoint {checkpoint}")
+        if "bronze" in layers_to_reset(layer):
+            # Ingested files sit in the bronze archive: the rebuild must find them in landing.
+            from jobs.bronze import restore_archive
+
+            restored = restore_archive(config, dataset)
+            say(f"moved {restored} archived files back to {config.landing_dir(dataset)}")
     record.versions_after = {t.name: -1 for t in tables}
     record.details = {"layers": list(layers_to_reset(layer)), "deleted": deleted}
     append_run(config.runs_path, record.finish())

@@ -54,6 +54,8 @@ MAINTENANCE_OPERATIONS = frozenset(
         "CHECKPOINT",
     }
 )
+# Commits that create a table without data.
+CREATE_OPERATIONS = frozenset({"CREATE TABLE", "CREATE OR REPLACE TABLE"})
 # Reader features that need delta-rs' own reader (DataFusion) instead of file-by-file reads.
 DATAFUSION_READER_FEATURES = frozenset({"deletionVectors", "columnMapping"})
 
@@ -81,12 +83,19 @@ class Increment:
     end_version: int
     reason: str
     new_files: frozenset[str] | None
-    operations: tuple[str, ...] = ()
+    operations: tuple[str, ...] | None = None
     data_changed: bool = True
 
     @property
     def full(self) -> bool:
         return self.start_version is None
+
+    @property
+    def had_writes(self) -> bool:
+        """A run wrote to the table in these versions (unknown history counts as written)."""
+        if self.operations is None:
+            return True
+        return any(op not in MAINTENANCE_OPERATIONS | CREATE_OPERATIONS for op in self.operations)
 
     @property
     def version_range(self) -> str:
@@ -133,7 +142,9 @@ def plan_increment(
     current_id = table_id(table)
 
     def whole(reason: str) -> Increment:
-        return Increment(path, current_id, None, current, reason, None)
+        return Increment(
+            path, current_id, None, current, reason, None, _operations(table, -1, current)
+        )
 
     if full:
         return whole("--full")
@@ -172,7 +183,7 @@ def plan_increment(
         current,
         "new files since the last validation",
         _files(table) - then_files,
-        operations or (),
+        operations,
     )
 
 

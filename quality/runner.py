@@ -330,7 +330,7 @@ def _validate(
             _unvalidated(report, spec, "no new data", detail, to_version=table.version())
             continue
         if not increment.data_changed:
-            operations = ", ".join(sorted(set(increment.operations)))
+            operations = ", ".join(sorted(set(increment.operations or ())))
             _unvalidated(
                 report,
                 spec,
@@ -506,6 +506,7 @@ def _run_suites(
     )
 
     from quality import project
+    from quality.suites import MIN_ROWS_PARAMETER
 
     context = project.open_context(config.quality_dir)
     run = RunIdentifier(run_name=f"{dataset}-{run_id[:8]}", run_time=datetime.now(UTC))
@@ -521,6 +522,7 @@ def _run_suites(
         )
         result = definition.run(
             batch_parameters={"dataframe": w.frame},
+            expectation_parameters={MIN_ROWS_PARAMETER: 1 if w.increment.had_writes else 0},
             result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5},
             run_id=run,
         )

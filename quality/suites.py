@@ -40,6 +40,9 @@ ACCELERATION_LIMIT = 200.0
 # Event times are epoch seconds: before 1970 or after 2100 is a unit or parsing error.
 EPOCH_SECONDS_MAX = 4_102_444_800
 
+# Suite parameter of the bronze row count: set by the runner for every validation.
+MIN_ROWS_PARAMETER = "min_rows"
+
 _UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400, "week": 604_800}
 
 
@@ -198,12 +201,13 @@ def bronze_table(dataset: Dataset) -> TableSpec:
     name = f"bronze_{dataset.name}"
     expectations: list[Expectation] = [
         gx.expectations.ExpectTableRowCountToBeBetween(
-            min_value=1,
+            min_value={"$PARAMETER": MIN_ROWS_PARAMETER},
             severity=FailureSeverity.CRITICAL,
             notes=_notes(
                 "critical",
-                "a run that committed a new bronze version had input, so it must add rows "
-                "(when validating the whole table: the table is not empty).",
+                f"`{MIN_ROWS_PARAMETER}` is 1 when a run wrote to the table in the validated "
+                "versions (it had input, so it must have added rows) and 0 otherwise (e.g. a "
+                "table just created empty).",
             ),
         ),
         not_null("event_time", why="the event time drives windows and partitions."),

@@ -3,8 +3,9 @@
 Lines carry no timestamp: bronze takes the event time from the landing folder's date
 (`landing/lines/date=YYYY-MM-DD/...`, midnight UTC), so backfills by date work as for the others.
 
-Silver `lines_word_counts`: one row per word (lower-cased, split on non-letters): the classic
-running word count, upserted after every batch; no window, so no watermark applies.
+Silver `lines_word_counts`: one row per word (a maximal run of letters and apostrophes of the
+lower-cased line, so "don't" is one word): the classic running word count, upserted after every
+batch; no window, so no watermark applies.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def to_bronze(parsed: DataFrame) -> DataFrame:
 
 
 def word_counts(bronze: DataFrame, watermark: str) -> DataFrame:
-    """One row per word with its running count over all lines."""
+    """One row per word with its running count over all lines (no window, no watermark)."""
     words = F.explode(F.split(F.lower(F.col("line")), r"[^\p{L}']+")).alias("word")
     return (
         bronze.select(words)

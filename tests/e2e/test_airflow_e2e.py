@@ -57,20 +57,27 @@ class Airflow:
     token: str
     log: Path
 
-    def api(self, method: str, path: str, body: Any = None) -> Any:
+    def api(self, method: str, path: str, body: Any = None, attempts: int = 3) -> Any:
+        """One REST API v2 call; a timed-out or refused connection is retried (busy machine)."""
         request = urllib.request.Request(
             f"{self.url}/api/v2{path}",
             method=method,
             data=None if body is None else json.dumps(body).encode(),
             headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
         )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            raise AssertionError(
-                f"{method} {path} -> {exc.code}: {exc.read().decode()[:500]}"
-            ) from None
+        for attempt in range(1, attempts + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    return json.loads(response.read() or b"null")
+            except urllib.error.HTTPError as exc:
+                raise AssertionError(
+                    f"{method} {path} -> {exc.code}: {exc.read().decode()[:500]}"
+                ) from None
+            except (urllib.error.URLError, TimeoutError, ConnectionError):
+                if attempt == attempts:
+                    raise
+                time.sleep(5)
+        raise AssertionError("unreachable")
 
     def cli(self, *args: str) -> str:
         result = subprocess.run(
@@ -99,6 +106,16 @@ class Airflow:
         lines = payload["content"]
         return "\n".join(str(e.get("event", "")) if isinstance(e, dict) else str(e) for e in lines)
 
+    def explain(self, run_id: str) -> str:
+        """Task states of a run and the log tails of its failed tasks (for failure messages)."""
+        states = self.task_states(run_id)
+        parts = [f"{run_id}: {states}"]
+        for task_id, state in states.items():
+            if state in ("failed", "up_for_retry"):
+                tail = self.task_log(run_id, task_id).splitlines()[-40:]
+                parts.append(f"--- {task_id} log tail:\n" + "\n".join(tail))
+        return "\n".join(parts)
+
     def wait_for_runs(self, run_ids: Sequence[str], timeout: float) -> dict[str, str]:
         """Wait until every run is finished; return run id -> state."""
         deadline = time.monotonic() + timeout
@@ -110,7 +127,8 @@ class Airflow:
             if all(s in ("success", "failed") for s in states.values()):
                 return states
             time.sleep(2)
-        raise AssertionError(f"runs not finished after {timeout:.0f} s: {states}")
+        details = "\n".join(self.explain(run_id) for run_id in run_ids)
+        raise AssertionError(f"runs not finished after {timeout:.0f} s:\n{details}")
 
     def runs(self, run_type: str) -> list[dict[str, Any]]:
         payload = self.api("GET", f"/dags/{DAG_ID}/dagRuns?run_type={run_type}&limit=100")
@@ -158,7 +176,17 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
     env = standalone.airflow_env(home, port, base=base)
     log = root / "standalone.log"
     process = subprocess.Popen(
-        [sys.executable, "-m", "dags.standalone", "--home", str(home), "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "dags.standalone",
+            "--home",
+            str(home),
+            "--port",
+            str(port),
+            "--timeout",
+            str(STARTUP_TIMEOUT),
+        ],
         env=base,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
@@ -174,7 +202,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
 
 
 def _wait_for_login(process: subprocess.Popen[bytes], env: dict[str, str], log: Path) -> str:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
+    deadline = time.monotonic() + STARTUP_TIMEOUT + 60
     airflow_home = Path(env["AIRFLOW_HOME"])
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -267,7 +295,7 @@ def _backfill(af: Airflow, *extra: str) -> list[str]:
     run_ids = [r["dag_run_id"] for r in runs]
     assert len(run_ids) == 2, f"expected two backfill runs, got {run_ids}"
     states = af.wait_for_runs(run_ids, timeout=2 * RUN_TIMEOUT)
-    assert set(states.values()) == {"success"}, states
+    assert set(states.values()) == {"success"}, "\n".join(af.explain(r) for r in run_ids)
     return run_ids
 
 
@@ -291,7 +319,7 @@ def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_pa
     # -- a run triggered through the REST API: incremental bronze >> silver >> validate --------
     run = af.api("POST", f"/dags/{DAG_ID}/dagRuns", {"logical_date": None})
     states = af.wait_for_runs([run["dag_run_id"]], timeout=RUN_TIMEOUT)
-    assert states[run["dag_run_id"]] == "success", af.task_states(run["dag_run_id"])
+    assert states[run["dag_run_id"]] == "success", af.explain(run["dag_run_id"])
     assert af.task_states(run["dag_run_id"]) == {
         "route": "success",
         "reset": "skipped",

@@ -306,3 +306,46 @@ def status_json(home: Path, dataset: str) -> dict[str, Any]:
         assert cli(home, "status", dataset, "--json") == 0
     document: dict[str, Any] = json.loads(out.getvalue())
     return document
+
+
+def test_backfill_recomputes_word_counts_and_refuses_to_empty_days(
+    spark: Any, config: RunoffConfig, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dataset = "lines"
+    sample = {"files": 1, "rows_per_file": 15, "malformed_rate": 0.1}
+    day1_file = generate_dataset(config, dataset, start=at(DAY1, 0, 0), seed=1, **sample)[0]
+    day2_file = generate_dataset(config, dataset, start=at(DAY2, 0, 0), seed=2, **sample)[0]
+    assert cli(home, "bronze", dataset) == 0
+
+    # day 1 delivered again: one line fewer, new words, an invalid UTF-8 line
+    lines = day1_file.path.read_bytes().splitlines()
+    write_lines(day1_file.path, [*lines[1:], b"River river RIVER's rain", b"\xff\xfe broken"])
+    assert cli(home, "backfill", dataset, "--start", "2024-01-01", "--end", "2024-01-02") == 0
+
+    files = expected_files(config, dataset, [DAY1, DAY2])
+    records = expected.valid_records(files)
+    counts = sorted(rows_of(config.silver_path("lines_word_counts")), key=lambda r: r["word"])
+    assert counts == expected.lines_word_counts(records)
+    assert {"word": "river's", "count": 1} in counts
+    assert bronze_records(config.bronze_path(dataset), ["line", "_source_file"]) == record_tuples(
+        records, ["line", "_source_file"]
+    )
+    assert quarantine_keys(rows_of(config.quarantine_path(dataset))) == sorted(
+        (os.path.realpath(path), number) for path, number, _, _ in expected.malformed_lines(files)
+    )
+
+    # day 2's file is gone from landing and archive: the backfill refuses to empty the day
+    bronze_version = version_of(config.bronze_path(dataset))
+    day2_file.path.unlink()
+    capsys.readouterr()
+    assert cli(home, "backfill", dataset, "--start", "2024-01-02", "--end", "2024-01-03") == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"runoff: error: no landing files of lines [2024-01-02, 2024-01-03) in "
+        f"{config.landing_dir(dataset)} or its archive, but bronze holds {day2_file.records} "
+        "rows from them: "
+        "refusing to delete them"
+    )
+    assert version_of(config.bronze_path(dataset)) == bronze_version
+    (failed,) = [r for r in read_runs(config.runs_path, dataset) if r["status"] == "failed"]
+    assert failed["layer"] == "backfill"

@@ -271,7 +271,7 @@ def test_a_second_run_is_refused_at_once_and_a_dead_holder_is_taken_over(
 
 
 def test_checkpoint_of_another_table_or_deleted_checkpoint_is_refused(
-    spark: SparkSession, config: RunoffConfig
+    spark: SparkSession, config: RunoffConfig, tmp_path: Path
 ) -> None:
     files = land(config, "events", files=1, seed=31)
     run(spark, config, "events")
@@ -289,6 +289,17 @@ def test_checkpoint_of_another_table_or_deleted_checkpoint_is_refused(
     ):
         run(spark, config, "sensors")
 
+    # The bronze table deleted while the checkpoint remembers its batches.
+    bronze_path = config.bronze_path("events")
+    bronze_path.rename(tmp_path / "moved-away")
+    with pytest.raises(
+        RunoffError,
+        match=rf"has committed batches but table {bronze_path} is gone: run "
+        r"`runoff reset events --layer bronze --yes`",
+    ):
+        run(spark, config, "events")
+    (tmp_path / "moved-away").rename(bronze_path)
+
     # The checkpoint deleted while the table keeps the stream's app transactions.
     shutil.rmtree(events_checkpoint)
     with pytest.raises(
@@ -300,7 +311,7 @@ def test_checkpoint_of_another_table_or_deleted_checkpoint_is_refused(
     assert versions(config, "events") == before
     assert_tables_hold_exactly(config, "events", files)
     statuses = [r["status"] for r in read_runs(config.runs_path, "events")]
-    assert statuses == ["success", "failed"]
+    assert statuses == ["success", "failed", "failed"]
 
 
 def test_archive_keeps_the_landing_layout(config: RunoffConfig) -> None:

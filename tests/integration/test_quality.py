@@ -241,6 +241,32 @@ def test_more_closes_than_opens_is_only_a_warning(config: RunoffConfig) -> None:
     ]
 
 
+def test_rows_are_required_only_after_a_run_wrote(config: RunoffConfig) -> None:
+    path = config.bronze_path("events")
+    schema = open_close_events(START, 1).schema
+    path.mkdir(parents=True)
+    DeltaTable.create(str(path), schema=schema, partition_by=["event_date"])  # as jobs do
+
+    created = validate_dataset(config, "events", layers=("bronze",))
+    version = append_bronze(path, schema.empty_table())  # a run committed no bronze rows
+    written = validate_dataset(config, "events", layers=("bronze",))
+
+    def row_counts(report: ValidationReport) -> list[tuple[str, str, bool]]:
+        return [
+            (e.expectation, e.observed, e.success)
+            for e in report.expectations
+            if e.expectation.startswith("table_row_count")
+        ]
+
+    assert created.passed
+    assert row_counts(created) == [("table_row_count_to_be_between(min_value=0)", "0", True)]
+    assert row_counts(written) == [("table_row_count_to_be_between(min_value=1)", "0", False)]
+    assert written.failure_message() == (
+        f"critical expectation failed on bronze_events at version {version}: "
+        "table_row_count_to_be_between(min_value=1): observed 0"
+    )
+
+
 def test_full_validates_the_whole_table(config: RunoffConfig) -> None:
     _clean_events(config)
     validate_dataset(config, "events", layers=("bronze",))

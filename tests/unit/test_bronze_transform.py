@@ -293,3 +293,54 @@ def test_archive_is_under_the_home_and_outside_the_landing_folder(config: Runoff
     assert archived.is_relative_to(config.home)
     assert not archived.is_relative_to(landing)
     assert str(archived).endswith(str(landing))
+
+
+def write_offsets(checkpoint: Path, batch_id: int, log_offset: int) -> None:
+    offsets = checkpoint / "offsets"
+    offsets.mkdir(parents=True, exist_ok=True)
+    (offsets / str(batch_id)).write_text(
+        f'v1\n{{"batchWatermarkMs":0}}\n{{"logOffset":{log_offset}}}'
+    )
+
+
+def write_source_log(checkpoint: Path, name: str, entries: Sequence[tuple[str, int]]) -> None:
+    log = checkpoint / "sources" / "0"
+    log.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f'{{"path":"file:///l/{path}","timestamp":1,"batchId":{batch}}}' for path, batch in entries
+    ]
+    (log / name).write_text("\n".join(["v1", *lines]) + "\n")
+
+
+def test_batch_files_follow_the_offsets_across_log_batches(tmp_path: Path) -> None:
+    """After a crash one micro-batch can cover several of the file source's log batches."""
+    checkpoint = tmp_path / "checkpoint"
+    # Log batches 0-9 compacted into 9.compact (two files each), then 10 and 11 plain.
+    compacted = [(f"f{b}-{i}.json", b) for b in range(10) for i in range(2)]
+    write_source_log(checkpoint, "9.compact", compacted)
+    write_source_log(checkpoint, "10", [("g.json", 10)])
+    write_source_log(checkpoint, "11", [("h1.json", 11), ("h2.json", 11), ("h3.json", 11)])
+    # Micro-batch 0 read log batches 0-4, batch 1 read 5-9, batch 2 read 10 and 11.
+    for batch_id, log_offset in enumerate((4, 9, 11)):
+        write_offsets(checkpoint, batch_id, log_offset)
+    assert [bronze.batch_files(checkpoint, b) for b in range(3)] == [10, 10, 1 + 3]
+    assert bronze.batch_files(checkpoint, 3) is None  # no offsets: unknown, not zero
+
+
+def test_restore_archive_moves_files_back_to_their_landing_paths(config: RunoffConfig) -> None:
+    landing, archived = bronze.landing_dirs(config, "events")
+    names = ["date=2024-01-01/a.json", "date=2024-01-01/b.json", "date=2024-01-02/c.json"]
+    for name in names:
+        (archived / name).parent.mkdir(parents=True, exist_ok=True)
+        (archived / name).write_text(f"archived {name}\n")
+    # c.json was delivered again under the same name: the new delivery stays, the old one too.
+    (landing / names[2]).parent.mkdir(parents=True)
+    (landing / names[2]).write_text("new delivery\n")
+
+    assert bronze.restore_archive(config, "events") == 2
+    assert {str(p.relative_to(landing)): p.read_text() for p in landing.rglob("*.json")} == {
+        names[0]: f"archived {names[0]}\n",
+        names[1]: f"archived {names[1]}\n",
+        names[2]: "new delivery\n",
+    }
+    assert [str(p.relative_to(archived)) for p in archived.rglob("*.json")] == [names[2]]

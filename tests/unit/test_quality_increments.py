@@ -213,3 +213,19 @@ def test_rows_sharing_text_keys_are_found_without_statistics(tmp_path: Path) -> 
     sharing = rows_sharing_keys(table, increment, read_rows(table, increment), ("word",))
 
     assert _rows(sharing, ["word", "count"]) == sorted((w, c) for w, c in old.items() if w in new)
+
+
+def test_a_table_created_empty_had_no_writes_until_a_run_commits(tmp_path: Path) -> None:
+    path = tmp_path / "bronze"
+    batch = open_close_events(1_709_251_200, 1)
+    path.mkdir()
+    DeltaTable.create(str(path), schema=batch.schema, partition_by=["event_date"])
+
+    created = plan_increment(path, DeltaTable(str(path)), None)
+    append_bronze(path, batch.schema.empty_table())  # a run that committed no rows
+    written = plan_increment(path, DeltaTable(str(path)), _mark(path, 0))
+
+    assert created is not None and created.operations == ("CREATE TABLE",)
+    assert not created.had_writes
+    assert written is not None and written.operations == ("WRITE",)
+    assert written.had_writes and written.new_files == frozenset()

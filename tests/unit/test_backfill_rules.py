@@ -1,0 +1,216 @@
+"""The rules of `runoff backfill` (jobs/backfill.py): interval, predicates, windows, slices.
+
+The predicates are checked with the Delta engine's own parser and evaluator, on rows placed just
+inside and just outside each edge; the windowed recomputation is compared with
+tests/expected.py on a small batch DataFrame.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from delta_tables.predicate import evaluate, parse_predicate
+from jobs.backfill import (
+    Interval,
+    bronze_predicate,
+    folder_day,
+    parse_duration,
+    quarantine_predicate,
+    strip_segments_pattern,
+    window_input_range,
+    window_predicate,
+)
+from jobs.cli import main
+from jobs.config import RunoffConfig
+from jobs.errors import ConfigError
+from tests import expected
+
+JAN1, JAN3 = date(2024, 1, 1), date(2024, 1, 3)
+INTERVAL = Interval(JAN1, JAN3)
+
+
+def utc(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+
+
+def holds(predicate: str, data: pa.Table) -> list[bool]:
+    return [bool(v) for v in evaluate(parse_predicate(predicate), data).to_pylist()]
+
+
+def test_interval_days_and_bounds() -> None:
+    assert INTERVAL.days == [JAN1, date(2024, 1, 2)]
+    assert (INTERVAL.start_time, INTERVAL.end_time) == (utc(2024, 1, 1), utc(2024, 1, 3))
+    assert str(INTERVAL) == "[2024-01-01, 2024-01-03)"
+    with pytest.raises(
+        ConfigError,
+        match=r"^--end 2024-01-01 must be after --start 2024-01-01 \(the interval \[start, end\) "
+        r"would be empty\)$",
+    ):
+        Interval(JAN1, JAN1)
+
+
+def test_empty_interval_is_refused_by_the_cli(
+    config: RunoffConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--home", str(config.home), "backfill", "events", "--start", "2024-01-03"]
+    assert main([*args, "--end", "2024-01-01"]) == 2
+    assert capsys.readouterr().err == (
+        "runoff: error: --end 2024-01-01 must be after --start 2024-01-03 "
+        "(the interval [start, end) would be empty)\n"
+    )
+    assert not (config.home / "delta").exists()
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("1 hour") == timedelta(hours=1)
+    assert parse_duration("10 minutes") == timedelta(minutes=10)
+    assert parse_duration(" 5 seconds ") == timedelta(seconds=5)
+    assert parse_duration("2 days") == timedelta(days=2)
+    with pytest.raises(ConfigError, match=r"^window '1h' is not a duration like"):
+        parse_duration("1h")
+
+
+def test_bronze_predicate_selects_the_interval_days() -> None:
+    days = [date(2023, 12, 31), JAN1, date(2024, 1, 2), JAN3]
+    data = pa.table({"event_date": pa.array(days, pa.date32())})
+    assert holds(bronze_predicate(INTERVAL), data) == [False, True, True, False]
+
+
+def test_window_predicate_selects_every_window_overlapping_the_interval() -> None:
+    minute = timedelta(minutes=1)
+    starts = [
+        utc(2023, 12, 31, 23, 50),  # [23:50, 00:00): ends at the start: outside
+        utc(2023, 12, 31, 23, 55),  # straddles the start: inside
+        utc(2024, 1, 1),
+        utc(2024, 1, 2, 23, 55),  # straddles the end: inside
+        utc(2024, 1, 3),  # starts at the end: outside
+    ]
+    data = pa.table(
+        {
+            "window_start": pa.array(starts, pa.timestamp("us", tz="UTC")),
+            "window_end": pa.array([s + 10 * minute for s in starts], pa.timestamp("us", tz="UTC")),
+        }
+    )
+    assert holds(window_predicate(INTERVAL), data) == [False, True, True, True, False]
+
+
+def test_window_input_range_covers_every_overlapping_window() -> None:
+    size = timedelta(minutes=10)
+    low, high = window_input_range(INTERVAL, size)
+    assert (low, high) == (utc(2023, 12, 31, 23, 50), utc(2024, 1, 3, 0, 10))
+    # the extreme overlapping windows (10 minutes, sliding by 5) lie inside [low, high)
+    first, last = utc(2023, 12, 31, 23, 55), utc(2024, 1, 2, 23, 55)
+    assert low <= first and last + size <= high
+
+
+def test_quarantine_predicate_quotes_file_names() -> None:
+    files = ["file:///l/events/date=2024-01-01/it's.json", "file:///l/events/date=2024-01-02/b"]
+    data = pa.table({"_source_file": [*files, "file:///l/events/date=2024-01-03/c", None]})
+    assert holds(quarantine_predicate(files), data) == [True, True, False, False]
+    assert holds(quarantine_predicate([]), data) == [False] * 4
+
+
+def test_folder_day_reads_the_landing_folder_only() -> None:
+    landing = Path("/home/r/landing/events")
+    assert folder_day("file:///home/r/landing/events/date=2024-01-02/a.json", landing) == date(
+        2024, 1, 2
+    )
+    assert folder_day("/home/r/landing/events/date=2024-01-02/x/a.json", landing) == date(
+        2024, 1, 2
+    )
+    assert folder_day("file:///home/r/landing/lines/date=2024-01-02/a.txt", landing) is None
+    assert folder_day("file:///home/r/landing/events/a.json", landing) is None
+
+
+def test_strip_segments_pattern_maps_an_archived_uri_to_its_landing_uri() -> None:
+    # archive root /h/archive/bronze (3 segments) + landing path /h/landing/events/...
+    archived = "file:///h/archive/bronze/h/landing/events/date=2024-01-01/a.json"
+    pattern = strip_segments_pattern(3)
+    assert re.sub(pattern, r"\1", archived) == "file:///h/landing/events/date=2024-01-01/a.json"
+    assert re.sub(pattern, r"\1", "file:/h/archive/bronze/h/landing/x") == "file:/h/landing/x"
+
+
+# -- Spark transforms on tiny batch frames ------------------------------------------------------
+def events_bronze(spark: Any, moments: list[datetime], source: str) -> Any:
+    from jobs.datasets import get_dataset
+
+    rows = [
+        (
+            int(m.timestamp()),
+            "Open" if i % 3 else "Close",
+            m,
+            m.date(),
+            source,
+            utc(2024, 2, 1),
+            0,
+        )
+        for i, m in enumerate(moments)
+    ]
+    return spark.createDataFrame(rows, get_dataset("events").full_bronze_schema)
+
+
+@pytest.mark.spark
+def test_recompute_windows_equals_expected_for_every_overlapping_window(spark: Any) -> None:
+    from jobs.backfill import recompute_windows
+    from jobs.datasets import get_dataset
+
+    moments = [
+        utc(2023, 12, 31, 23, 49),  # only in windows that end before the interval
+        utc(2023, 12, 31, 23, 57),  # in the window straddling the start
+        utc(2024, 1, 1, 0, 1),
+        utc(2024, 1, 1, 0, 7),
+        utc(2024, 1, 2, 13, 30),
+        utc(2024, 1, 2, 23, 59),
+        utc(2024, 1, 3, 0, 4),  # in the window straddling the end
+        utc(2024, 1, 3, 0, 30),  # only in windows after the interval
+    ]
+    bronze = events_bronze(spark, moments, "file:///l/events/date=2024-01-01/a.json")
+    records = [r.asDict() for r in bronze.collect()]
+    for record in records:
+        record["event_time"] = record["event_time"].replace(tzinfo=UTC)
+    dataset = get_dataset("events")
+    for aggregate in dataset.aggregates:
+        got = recompute_windows(bronze, aggregate, dataset.watermark, INTERVAL)
+        rows = sorted(
+            (r.asDict() for r in got.collect()),
+            key=lambda r: (r["window_start"], r["window_end"], r["action"]),
+        )
+        want = [
+            r
+            for r in expected.naive_utc(expected.SILVER[aggregate.table](records))
+            if r["window_end"] > datetime(2024, 1, 1) and r["window_start"] < datetime(2024, 1, 3)
+        ]
+        assert rows == want, aggregate.table
+
+
+@pytest.mark.spark
+def test_bronze_slice_keeps_late_rows_from_other_days(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    from jobs.backfill import bronze_slice, diff_slices
+
+    landing = Path("/h/landing/events")
+    in_folder = "file:///h/landing/events/date=2024-01-01/a.json"
+    later_folder = "file:///h/landing/events/date=2024-01-03/late.json"
+    current = events_bronze(spark, [utc(2024, 1, 1, 1)], in_folder).unionByName(
+        events_bronze(spark, [utc(2024, 1, 2, 23, 50)], later_folder)
+    )
+    fresh = events_bronze(spark, [utc(2024, 1, 1, 2), utc(2024, 1, 3, 0, 1)], in_folder)
+    new = bronze_slice(fresh, current, INTERVAL, landing)
+    got = sorted((r["event_time"], r["_source_file"]) for r in new.collect())
+    assert got == [
+        (datetime(2024, 1, 1, 2), in_folder),  # the file's new content, dated in the interval
+        (datetime(2024, 1, 2, 23, 50), later_folder),  # a late record of another day: kept
+    ]
+    assert diff_slices(new, new.select(*reversed(new.columns))).same
+    changed = diff_slices(new, current, ("_ingested_at", "_batch_id"))
+    assert (changed.new_rows, changed.differing) == (2, 2)
+    relabelled = new.withColumn("_batch_id", F.lit(9))
+    assert diff_slices(new, relabelled, ("_ingested_at", "_batch_id")).same
+    assert not diff_slices(new, relabelled).same

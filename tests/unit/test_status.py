@@ -1,0 +1,239 @@
+"""`runoff status`: checkpoint parsing, pending landing files and the status document.
+
+Tables are written with delta-rs and checkpoints are laid out by hand in Spark's formats
+(`commits/<batch>`, the file source's `sources/0/` log with `N.compact` files), so the expected
+versions, row counts, batch ids and pending files are known independently of the code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from jobs.cli import main
+from jobs.config import RunoffConfig
+from jobs.ledger import RunRecord, append_run
+from jobs.status import (
+    RUN_KEYS,
+    collect_status,
+    dataset_tables,
+    ingested_files,
+    landing_files,
+    last_batch_id,
+    parse_file_source_log,
+    pending_files,
+    uri_to_path,
+)
+from tests.conftest import REPO_ROOT
+
+
+def write_log(path: Path, entries: list[tuple[str, int]]) -> None:
+    """A file-source metadata log file as Spark writes it: `v1`, then one JSON per file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["v1"] + [
+        json.dumps({"path": p, "timestamp": 1_700_000_000_000, "batchId": b}) for p, b in entries
+    ]
+    path.write_text("\n".join(lines))
+
+
+def land(landing: Path, relative: str, text: str = '{"time": 1, "action": "Open"}\n') -> Path:
+    path = landing / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# -- pure parsing -------------------------------------------------------------------------------
+def test_parse_file_source_log_reads_every_path() -> None:
+    text = 'v1\n{"path":"file:///a/x.json","timestamp":1,"batchId":0}\n\n{"path":"file:///b","batchId":0}'
+    assert parse_file_source_log(text) == ["file:///a/x.json", "file:///b"]
+    assert parse_file_source_log("") == []
+    assert parse_file_source_log("v1\n") == []
+    with pytest.raises(
+        ValueError, match=r"not a file-source log: first line is '\{\"path\": \"x\"\}', not 'v1'"
+    ):
+        parse_file_source_log('{"path": "x"}')
+
+
+def test_uri_to_path_unescapes_and_resolves(tmp_path: Path) -> None:
+    real = tmp_path / "a b" / "date=2024-01-01" / "x.json"
+    real.parent.mkdir(parents=True)
+    real.touch()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "a b")
+    escaped = str(tmp_path).replace(" ", "%20")
+    assert uri_to_path(f"file://{escaped}/a%20b/date=2024-01-01/x.json") == str(real.resolve())
+    assert uri_to_path(f"file:{escaped}/a%20b/date=2024-01-01/x.json") == str(real.resolve())
+    assert uri_to_path(f"file://{tmp_path}/link/date=2024-01-01/x.json") == str(real.resolve())
+    assert uri_to_path("s3://bucket/x.json") == "s3://bucket/x.json"
+
+
+def test_last_batch_id_is_the_highest_commit_file(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "ckpt"
+    assert last_batch_id(None) is None
+    assert last_batch_id(checkpoint) is None
+    commits = checkpoint / "commits"
+    commits.mkdir(parents=True)
+    assert last_batch_id(checkpoint) is None
+    for name in ("0", "1", "2", "10", ".10.crc", ".11.tmp", "9"):
+        (commits / name).write_text("v1\n{}")
+    assert last_batch_id(checkpoint) == 10
+
+
+def test_ingested_files_unions_compactions_and_deltas(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "ckpt"
+    log = checkpoint / "sources" / "0"
+    files = [tmp_path / "landing" / f"date=2024-01-0{i}" / f"p {i}.json" for i in range(1, 5)]
+    uris = [f"file://{str(f).replace(' ', '%20')}" for f in files]
+    write_log(log / "9.compact", [(uris[0], 0), (uris[1], 4)])
+    write_log(log / "10", [(uris[2], 10)])
+    write_log(log / "11", [(uris[3], 11)])
+    (log / ".11.crc").write_bytes(b"\x00garbage")
+    assert ingested_files(checkpoint) == {os.path.realpath(f) for f in files}
+    assert ingested_files(tmp_path / "missing") == set()
+    assert ingested_files(None) == set()
+
+
+def test_landing_files_skip_hidden_and_underscore_names(tmp_path: Path) -> None:
+    landing = tmp_path / "landing" / "events"
+    visible = [land(landing, "date=2024-01-01/a.json"), land(landing, "date=2024-01-02/b.json")]
+    land(landing, "date=2024-01-01/.a.json.123.tmp")
+    land(landing, "date=2024-01-01/_SUCCESS")
+    land(landing, "_spark_metadata/0")
+    land(landing, ".hidden/c.json")
+    assert landing_files(landing) == sorted(visible)
+    assert landing_files(tmp_path / "nowhere") == []
+    assert pending_files(visible, {os.path.realpath(visible[0])}) == [visible[1]]
+
+
+# -- the status document ----------------------------------------------------------------------
+def build_home(config: RunoffConfig) -> dict[str, object]:
+    """Tables, checkpoint, landing files and runs of `events`; returns what status must say."""
+    bronze = config.bronze_path("events")
+    batches = [[{"time": i, "action": "Open"} for i in range(n)] for n in (3, 5, 7)]
+    for rows in batches:
+        write_deltalake(str(bronze), pa.Table.from_pylist(rows), mode="append")
+    quarantine = config.quarantine_path("events")
+    write_deltalake(str(quarantine), pa.table({"_raw": ["{", "[", "x"]}), mode="append")
+    write_deltalake(
+        str(quarantine), pa.table({"_raw": ["y"]}), mode="overwrite"
+    )  # overwrite: 1 row left at version 1
+
+    landing = config.landing_dir("events")
+    files = [land(landing, f"date=2024-01-0{i}/part-{i}.json") for i in range(1, 5)]
+    checkpoint = config.checkpoint_dir("bronze", "events")
+    write_log(checkpoint / "sources" / "0" / "0", [(files[0].as_uri(), 0)])
+    write_log(checkpoint / "sources" / "0" / "1", [(files[1].as_uri(), 1)])
+    (checkpoint / "commits").mkdir(parents=True)
+    for batch in (0, 1):
+        (checkpoint / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    silver_ckpt = config.checkpoint_dir("silver", "events_action_hourly") / "commits"
+    silver_ckpt.mkdir(parents=True)
+    (silver_ckpt / "0").write_text("v1\n{}")
+
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    for i in range(7):
+        record = RunRecord(dataset="events", layer="bronze", started_at=start + timedelta(hours=i))
+        record.rows = i
+        append_run(config.runs_path, record.finish())
+    append_run(config.runs_path, RunRecord(dataset="lines", layer="bronze").finish())
+    return {
+        "versions": [2, 1, None, None],
+        "rows": [sum(len(b) for b in batches), 1, None, None],
+        "last_batch_ids": [1, 1, 0, None],
+        "pending": [str(f.relative_to(landing)) for f in files[2:]],
+        "run_rows": [6, 5, 4, 3, 2],
+    }
+
+
+def test_collect_status_reports_exact_facts(config: RunoffConfig) -> None:
+    want = build_home(config)
+    doc = collect_status(config, "events")
+    assert [t["table"] for t in doc["tables"]] == [
+        "bronze_events",
+        "quarantine_events",
+        "events_action_hourly",
+        "events_action_sliding",
+    ]
+    assert [t["version"] for t in doc["tables"]] == want["versions"]
+    assert [t["rows"] for t in doc["tables"]] == want["rows"]
+    assert [t["last_batch_id"] for t in doc["tables"]] == want["last_batch_ids"]
+    assert [t["exists"] for t in doc["tables"]] == [True, True, False, False]
+    assert doc["tables"][0]["files"] == 3
+    assert doc["landing"]["files"] == 4
+    assert doc["landing"]["pending"] == 2
+    assert doc["landing"]["pending_files"] == want["pending"]
+    assert [r["rows"] for r in doc["runs"]] == want["run_rows"]  # newest first, events only
+    assert all(tuple(r) == RUN_KEYS for r in doc["runs"])
+    assert [t.checkpoint for t in dataset_tables(config, "events")][:2] == [
+        config.checkpoint_dir("bronze", "events")
+    ] * 2
+
+
+def test_status_json_through_the_cli(
+    config: RunoffConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    want = build_home(config)
+    assert main(["--home", str(config.home), "status", "events", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc) == ["dataset", "home", "tables", "landing", "runs"]
+    assert list(doc["tables"][0]) == [
+        "table",
+        "layer",
+        "path",
+        "exists",
+        "version",
+        "rows",
+        "files",
+        "checkpoint",
+        "last_batch_id",
+    ]
+    assert [t["version"] for t in doc["tables"]] == want["versions"]
+    assert doc["runs"][0]["started_at"] == "2024-01-01T06:00:00+00:00"
+
+
+def test_status_table_for_people(config: RunoffConfig, capsys: pytest.CaptureFixture[str]) -> None:
+    build_home(config)
+    assert main(["--home", str(config.home), "status", "events"]) == 0
+    out = capsys.readouterr().out
+    assert "bronze_events" in out and "events_action_sliding" in out
+    assert "4 files, 2 pending" in out
+    assert "last runs (newest first)" in out
+
+
+def test_status_of_an_empty_home(config: RunoffConfig) -> None:
+    doc = collect_status(config, "lines")
+    assert [(t["version"], t["rows"], t["last_batch_id"]) for t in doc["tables"]] == [
+        (None, None, None)
+    ] * 3
+    assert doc["landing"] == {
+        "path": str(config.landing_dir("lines")),
+        "files": 0,
+        "pending": 0,
+        "pending_files": [],
+    }
+    assert doc["runs"] == []
+
+
+def test_status_never_imports_spark(config: RunoffConfig) -> None:
+    build_home(config)
+    code = (
+        "import sys\n"
+        "from jobs.cli import main\n"
+        f"rc = main(['--home', {str(config.home)!r}, 'status', 'events', '--json'])\n"
+        "assert rc == 0\n"
+        "assert not [m for m in sys.modules if m.startswith('pyspark')], 'pyspark imported'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["tables"][0]["rows"] == 15
