@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 HISTORY_FILES = 1_000
-HISTORY_BATCH_FILES = 100
+HISTORY_BATCH_FILES = 200
 ROWS_PER_FILE = 20
 INCREMENTS = 30
-WARMUP = 1
+WARMUP = 5
 WINDOW = 5
 DATASET = "events"
 START = datetime(2024, 1, 1, tzinfo=UTC)

@@ -128,16 +128,16 @@ def normalized_rows(table: pa.Table) -> list[dict[str, Any]]:
 
 # -- tests --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", TABLES)
-def test_golden_schema_matches_delta_types(spark: SparkSession, name: str) -> None:
+def test_golden_latest_schema_types_and_fingerprints(spark: SparkSession, name: str) -> None:
     expected = EXPECTED["tables"][name]
     df = read(spark, name)
-    arrow = df.toArrow()
+    table = df.toArrow()
     got = [
         {
             "name": f.name,
             "delta_type": delta_type_name(f.dataType),
             "nullable": f.nullable,
-            "arrow_type": str(arrow.schema.field(f.name).type),
+            "arrow_type": str(table.schema.field(f.name).type),
         }
         for f in df.schema.fields
     ]
@@ -146,12 +146,6 @@ def test_golden_schema_matches_delta_types(spark: SparkSession, name: str) -> No
         for c in expected["columns"]
     ]
     assert got == want
-
-
-@pytest.mark.parametrize("name", TABLES)
-def test_golden_latest_fingerprints(spark: SparkSession, name: str) -> None:
-    expected = EXPECTED["tables"][name]
-    table = read(spark, name).toArrow()
     assert table.num_rows == expected["rows_latest"]
     for fp in [expected["fingerprint"], *expected["extra_fingerprints"]]:
         assert_fingerprint(table, fp, f"{name} latest")
@@ -160,30 +154,25 @@ def test_golden_latest_fingerprints(spark: SparkSession, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", TABLES)
-def test_golden_time_travel_row_counts_and_version_0(spark: SparkSession, name: str) -> None:
-    expected = EXPECTED["tables"][name]
-    counts = {
-        version: read(spark, name, int(version)).count() for version in expected["rows_by_version"]
-    }
-    assert counts == expected["rows_by_version"]
-    assert read(spark, name, 0).count() == expected["rows_version_0"]
-    if "fingerprint_version_0" in expected:
-        assert_fingerprint(
-            read(spark, name, 0).toArrow(), expected["fingerprint_version_0"], f"{name} v0"
-        )
-
-
-@pytest.mark.parametrize("name", TABLES)
-def test_golden_rows_equal_delta_rs_query_builder(spark: SparkSession, name: str) -> None:
+def test_golden_every_version_rows_and_counts(spark: SparkSession, name: str) -> None:
+    """Time travel: row count of every version, the v0 fingerprint, and the rows themselves
+    equal to delta-rs' own DataFusion reader (`QueryBuilder`) at that version."""
     from deltalake import DeltaTable, QueryBuilder
 
     expected = EXPECTED["tables"][name]
+    counts = {}
     for version in expected["rows_by_version"]:
+        got = read(spark, name, int(version)).toArrow()
+        counts[version] = got.num_rows
         dt = DeltaTable(str(GOLDEN / name), version=int(version))
         reference = pa.table(QueryBuilder().register("t", dt).execute("select * from t").read_all())
-        got = read(spark, name, int(version)).toArrow()
         assert got.column_names == reference.column_names
         assert normalized_rows(got) == normalized_rows(reference), f"{name} v{version}"
+        if int(version) == 0:
+            assert got.num_rows == expected["rows_version_0"]
+            if "fingerprint_version_0" in expected:
+                assert_fingerprint(got, expected["fingerprint_version_0"], f"{name} v0")
+    assert counts == expected["rows_by_version"]
 
 
 def test_golden_partition_filter_prunes_files_but_not_rows(spark: SparkSession) -> None:
