@@ -14,7 +14,8 @@ checkpointed every `RunoffConfig.checkpoint_interval` commits, so opening them r
 that many JSON commits.
 
 Reported (medians, so that one noisy run on a shared machine does not decide): the last
-`WINDOW` increments against the first `WINDOW` after `WARMUP` (target: within 1.2x).
+`WINDOW` increments against the `WINDOW` increments after the first `WARMUP` (the JVM's JIT
+still speeds up the first few runs); target: within 1.2x.
 Writes `benchmarks/results/bronze_incremental.json`. Run:
 `uv run --frozen python -m benchmarks.bench_bronze_incremental` (about 3-4 minutes on 2 cores).
 """

@@ -17,11 +17,14 @@ bronze rows + quarantined rows = its non-blank lines.
 
 A line is a valid record (the landing line contract of `jobs/generate.py`) when it is valid
 UTF-8, one JSON object (nothing but whitespace after it), every field of `RECORD_SCHEMA` present
-has its JSON type (integer for long, number for double, string for string and ISO-8601 string
+has its JSON type (integer for long, number for double, string for string, a timestamp string
 for timestamp: no silent coercion of a number to a string or a timestamp), every required field
 is present and not null and the event time is known. Text datasets (`lines`): the line itself
 is the record; it needs valid UTF-8 and an event time (the `date=YYYY-MM-DD` folder). `_error`
-is one of `ERRORS`, followed for types and missing fields by the columns at fault.
+is one of `ERRORS`, followed for types and missing fields by the columns at fault. Where Spark's
+JSON reader is more lenient than Python's `json` module this job follows Spark: a timestamp
+string is anything Spark parses as one (ISO-8601 forms; no zone means UTC), and a second JSON
+value after the object on the same line (`{...}{...}`) is not detected.
 
 Trigger: `availableNow` by default (everything that has landed, in micro-batches of at most
 `--max-files-per-trigger` files / `--max-bytes-per-trigger` bytes) or `once` (one batch, rate
@@ -35,10 +38,15 @@ nothing again; a table it had not reached yet is written. Empty outputs are not 
 Archive: files of committed batches are moved out of the landing folder by Spark
 (`cleanSource=archive`) so that listing the landing folder and the source's metadata stay small
 however long the history grows. An archived file keeps its absolute path below
-`archive_dir(config, dataset)` = `<home>/archive/bronze<absolute landing path>`; a backfill
-finds the landing files of a date interval in both `landing_dirs(config, dataset)` under the
-same `date=YYYY-MM-DD/` folders. (A file is archived when the batch after its own commits, so
-the last batch's files wait for the next run.)
+`archive_dir(config, dataset)` = `<home>/archive/bronze<absolute landing path>`, so the landing
+files of a date interval are under the same `date=YYYY-MM-DD/` folders of the two
+`landing_dirs(config, dataset)` (what a backfill reads); bronze's `_source_file` keeps the landing
+URI. Spark archives a batch's files when it starts the next batch, so the last batch's files
+wait in landing for the next run that finds new files (they are never ingested twice: the
+checkpoint lists them). `restore_archive()` moves everything back for a full refresh
+(`runoff reset --layer bronze`). A landing path is ingested once: re-deliveries need new names.
+Files are never too old to be picked up (`maxFileAge` is set to 100 years: Spark's default
+would silently skip a file landed with a modification time a week older than the newest).
 """
 
 from __future__ import annotations
@@ -418,8 +426,7 @@ def read_landing(
         # Recursive lookup also turns off partition discovery of `date=...` folders.
         .option("recursiveFileLookup", "true")
         .option("lineSep", "\n")
-        # Files are never too old to ingest: the default (7 days relative to the newest file)
-        # would silently skip a file landed with an old modification time.
+        # Never too old to ingest (see the module docstring).
         .option("maxFileAge", "36500d")
     )
     if options.max_files_per_trigger:

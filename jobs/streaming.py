@@ -31,10 +31,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jobs.console import say
-from jobs.errors import RunoffError
+from jobs.errors import ConfigError, RunoffError
 from jobs.ledger import RunRecord, append_run
 
 if TYPE_CHECKING:
@@ -55,8 +55,6 @@ def trigger_kwargs(trigger: str) -> dict[str, bool]:
     try:
         return dict(TRIGGERS[trigger])
     except KeyError:
-        from jobs.errors import ConfigError
-
         raise ConfigError(f"trigger {trigger!r} is not one of {', '.join(TRIGGERS)}") from None
 
 
@@ -344,9 +342,5 @@ def run_query(
 
 
 def elapsed(started: float) -> float:
+    """Seconds since `started` (a `time.perf_counter()` reading)."""
     return time.perf_counter() - started
-
-
-def jsonable(value: Any) -> Any:
-    """Ledger `details` values: paths as strings."""
-    return str(value) if isinstance(value, Path) else value

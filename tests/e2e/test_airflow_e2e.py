@@ -19,6 +19,7 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,6 +57,7 @@ class Airflow:
     env: dict[str, str]
     token: str
     log: Path
+    passed: bool = False  # set by the test when it got to the end: its files are then removed
 
     def api(self, method: str, path: str, body: Any = None, attempts: int = 3) -> Any:
         """One REST API v2 call; a timed-out or refused connection is retried (busy machine)."""
@@ -103,8 +105,7 @@ class Airflow:
             f"/dags/{DAG_ID}/dagRuns/{quoted}/taskInstances/{task_id}/logs/{try_number}"
             "?full_content=true",
         )
-        lines = payload["content"]
-        return "\n".join(str(e.get("event", "")) if isinstance(e, dict) else str(e) for e in lines)
+        return "\n".join(_log_line(entry) for entry in payload["content"])
 
     def explain(self, run_id: str) -> str:
         """Task states of a run and the log tails of its failed tasks (for failure messages)."""
@@ -136,6 +137,16 @@ class Airflow:
         return runs
 
 
+def _log_line(entry: Any) -> str:
+    """A structured task-log entry as text; errors keep their details (exception, traceback)."""
+    if not isinstance(entry, dict):
+        return str(entry)
+    text = str(entry.get("event", ""))
+    if "error_detail" in entry:
+        text += "\n" + json.dumps(entry["error_detail"], indent=1)[-3000:]
+    return text
+
+
 def _clean_environment() -> dict[str, str]:
     """This process's environment without Airflow or runoff settings (tests may set some)."""
     return {
@@ -158,8 +169,9 @@ def _login(url: str, password: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
-    root = tmp_path_factory.mktemp("airflow-e2e")
+def airflow() -> Iterator[Airflow]:
+    # Not pytest's tmp_path: concurrent pytest runs rotate those away, with the logs of a failure.
+    root = Path(tempfile.mkdtemp(prefix="runoff-airflow-e2e-"))
     home = root / "home"
     port = standalone.free_port()
     base = _clean_environment()
@@ -196,9 +208,14 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
     try:
         password = _wait_for_login(process, env, log)
         url = env["AIRFLOW__API__BASE_URL"]
-        yield Airflow(url=url, env=env, token=_login(url, password), log=log)
+        af = Airflow(url=url, env=env, token=_login(url, password), log=log)
+        yield af
     finally:
         _stop_airflow(process, Path(env["AIRFLOW_HOME"]))
+    if af.passed:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        print(f"Airflow home, logs and tables kept in {root}")
 
 
 def _wait_for_login(process: subprocess.Popen[bytes], env: dict[str, str], log: Path) -> str:
@@ -370,6 +387,7 @@ def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_pa
     )
     assert DAG_ID in text
     assert_not_blank(png)
+    af.passed = True
 
 
 # -- headless Chromium through the DevTools protocol ---------------------------------------------
