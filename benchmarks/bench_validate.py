@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -25,12 +23,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from benchmarks.result import metric, results_dir, write_result
+
 ROWS_PER_VERSION = 10_000
 SMALL_VERSIONS = 15
 LARGE_VERSIONS = 150
 INCREMENT_REPEATS = 5
 START = 1_709_251_200  # 2024-03-01T00:00:00Z
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def bronze_batch(version: int, rows: int = ROWS_PER_VERSION) -> pa.Table:
@@ -111,24 +110,19 @@ def main() -> dict[str, Any]:
     def median(runs: list[dict[str, Any]]) -> float:
         return round(statistics.median(r["seconds"] for r in runs), 3)
 
-    result: dict[str, Any] = {
-        "benchmark": "validate",
-        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
-            "platform": platform.platform(),
-            # Other work on the machine inflates every number alike; this says how busy it was.
-            "load_average_1m_end": round(os.getloadavg()[0], 2),
-        },
+    small_inc = median(increments_small)
+    large_inc = median(increments_large)
+    details: dict[str, Any] = {
         "rows_per_version": ROWS_PER_VERSION,
         "import_seconds": round(import_seconds, 3),
+        # Other work on the machine inflates every number alike; this says how busy it was.
+        "load_average_1m_end": round(os.getloadavg()[0], 2),
         "small_table": {
             "versions": SMALL_VERSIONS + INCREMENT_REPEATS,
             "write_seconds": round(write_small, 3),
             "first_validation": first_small,
             "increments": increments_small,
-            "increment_median_seconds": median(increments_small),
+            "increment_median_seconds": small_inc,
         },
         "large_table": {
             "versions": version,
@@ -136,24 +130,39 @@ def main() -> dict[str, Any]:
             "write_seconds": round(write_large, 3),
             "catch_up_increment": catch_up,
             "increments": increments_large,
-            "increment_median_seconds": median(increments_large),
+            "increment_median_seconds": large_inc,
             "full": full_large,
         },
+        "repetitions": INCREMENT_REPEATS,
     }
-    inc = result["large_table"]["increment_median_seconds"]
-    result["full_over_increment"] = round(full_large["seconds"] / inc, 1) if inc else None
-    result["large_over_small_increment"] = (
-        round(inc / result["small_table"]["increment_median_seconds"], 2)
-        if result["small_table"]["increment_median_seconds"]
-        else None
+    document = write_result(
+        "validate",
+        "Validation of a 1-file increment vs the whole table (events bronze, delta-rs + GX).",
+        [
+            metric(
+                f"1-file increment on a {version}-version table",
+                large_inc,
+                unit="s",
+                baseline=small_inc,
+                baseline_label=f"same on a {SMALL_VERSIONS + INCREMENT_REPEATS}-version table",
+                target="<= 1.20",
+            ),
+            metric(
+                f"--full on the {version}-version table",
+                full_large["seconds"],
+                unit="s",
+                baseline=large_inc,
+                baseline_label="1-file increment, same table",
+            ),
+        ],
+        params=details,
     )
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "validate.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "validate.md").write_text(markdown(result))
-    return result
+    (results_dir() / "validate.md").write_text(markdown(document))
+    return document
 
 
-def markdown(result: dict[str, Any]) -> str:
+def markdown(document: dict[str, Any]) -> str:
+    result = document["params"]
     small, large = result["small_table"], result["large_table"]
 
     def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -170,7 +179,7 @@ def markdown(result: dict[str, Any]) -> str:
         "# validate: increment vs whole table",
         "",
         f"events bronze, {result['rows_per_version']:,} rows per version (one file each), "
-        f"{result['machine']['cpus']} CPUs, measured {result['measured_at']}; "
+        f"{document['machine']['cpus']} CPUs, measured {document['measured_at']}; "
         "seconds of `validate_dataset(layers=('bronze',))` after imports "
         f"(increments: the median of {INCREMENT_REPEATS} runs).",
         "",
@@ -180,8 +189,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Increment medians: {small['increment_median_seconds']} s on the small table, "
         f"{large['increment_median_seconds']} s on the large one "
-        f"({result['large_over_small_increment']}x); --full takes "
-        f"{result['full_over_increment']}x the increment on the large table.",
+        f"({document['metrics'][0]['ratio']}x); --full takes "
+        f"{document['metrics'][1]['ratio']}x the increment on the large table.",
         "",
     ]
     return "\n".join(lines)

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
