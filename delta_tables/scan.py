@@ -113,6 +113,19 @@ def open_table(path: str, version: int | None = None, timestamp: str | None = No
     return dt
 
 
+def latest_version(path: str) -> int:
+    """The table's latest version from the names of its commit files (no log replay)."""
+    log = Path(local_path(path), "_delta_log")
+    versions = [
+        int(name[:20])
+        for name in os.listdir(log)
+        if len(name) == 25 and name.endswith(".json") and name[:20].isdigit()
+    ]
+    if versions:
+        return max(versions)
+    return int(open_table(path).version())
+
+
 def _first_commit_time(dt: Any) -> datetime | None:
     from datetime import UTC
 

@@ -74,6 +74,7 @@ from delta_tables.scan import (
     commit_actions,
     file_task_from_add,
     is_delta_table,
+    latest_version,
     layout_of,
     local_path,
     open_table,
@@ -348,14 +349,12 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxFiles(DEFAULT_MAX_FILES_PER_TRIGGER)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target_version = open_table(self.path).version()
+        self.target_version = latest_version(self.path)
         logger.info("availableNow: reading %s up to version %s", self.path, self.target_version)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         upper = (
-            self.target_version
-            if self.target_version is not None
-            else open_table(self.path).version()
+            self.target_version if self.target_version is not None else latest_version(self.path)
         )
         max_files: int | None = None
         max_bytes: int | None = None

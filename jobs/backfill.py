@@ -158,11 +158,6 @@ def folder_day_pattern(landing_dir: Path) -> str:
     return folder + r"date=(\d{4}-\d{2}-\d{2})/"
 
 
-def folder_day(source_file: str, landing_dir: Path) -> date | None:
-    match = re.search(folder_day_pattern(landing_dir), source_file)
-    return date.fromisoformat(match.group(1)) if match else None
-
-
 # -- pure transforms ------------------------------------------------------------------------
 def in_interval_folders(source_file: Column, interval: Interval, landing_dir: Path) -> Column:
     """True for rows whose `_source_file` lies in a `date=D/` folder with D in the interval."""
@@ -328,33 +323,30 @@ def read_interval_lines(
 
     from jobs.bronze import RAW_SCHEMA, archive_dir
 
-    if not files:
-        return spark.createDataFrame([], RAW_SCHEMA)
-    landing_root = config.landing_dir(dataset).absolute()
-    archive_root = archive_dir(config, dataset)
-    # archive_dir = <archive root><absolute landing dir>: the root's segments come first.
-    root_segments = len(archive_root.parts) - len(landing_root.parts)
-    source = F.col("_metadata.file_path")
-    archived = {str(f.location) for f in files if f.archived}
-    frame = (
-        spark.read.format("text")
-        .option("lineSep", "\n")
-        .load([str(f.location) for f in files])
-        .select(
-            F.col("value"),
-            source.alias("_read_from"),
-            F.col("_metadata.file_block_start").alias("_block_start"),
+    def lines(paths: list[str]) -> DataFrame:
+        return (
+            spark.read.format("text")
+            .option("lineSep", "\n")
+            .load(paths)
+            .select(
+                F.col("value"),
+                F.col("_metadata.file_path").alias("_source_file"),
+                F.col("_metadata.file_block_start").alias("_block_start"),
+            )
         )
-    )
-    if not archived:
-        return frame.select("value", F.col("_read_from").alias("_source_file"), "_block_start")
-    in_archive = F.col("_read_from").contains(str(archive_root) + "/")
-    as_landing = F.regexp_replace(F.col("_read_from"), strip_segments_pattern(root_segments), "$1")
-    return frame.select(
-        "value",
-        F.when(in_archive, as_landing).otherwise(F.col("_read_from")).alias("_source_file"),
-        "_block_start",
-    )
+
+    frame = spark.createDataFrame([], RAW_SCHEMA)
+    in_landing = [str(f.location) for f in files if not f.archived]
+    if in_landing:
+        frame = frame.unionByName(lines(in_landing))
+    archived = [str(f.location) for f in files if f.archived]
+    if archived:
+        landing_root = config.landing_dir(dataset).absolute()
+        # archive_dir = <archive root><absolute landing dir>: the root's segments come first.
+        segments = len(archive_dir(config, dataset).parts) - len(landing_root.parts)
+        as_landing = F.regexp_replace("_source_file", strip_segments_pattern(segments), "$1")
+        frame = frame.unionByName(lines(archived).withColumn("_source_file", as_landing))
+    return frame
 
 
 def archive_pending(config: RunoffConfig, dataset: str, files: Sequence[IntervalFile]) -> int:
@@ -647,15 +639,12 @@ def replace_quarantine(
     version = _version(path)
     if version < 0:
         return replace_slice(f"quarantine_{dataset}", path, bad, None, None, (), ("ingest_date",))
-    current = _read(spark, path, version)
+    current_slice = _read(spark, path, version).where(
+        in_interval_folders(F.col("_source_file"), interval, landing_dir)
+    )
     old_files = {
-        r["_source_file"]
-        for r in current.select("_source_file").distinct().collect()
-        if r["_source_file"] is not None
-        and (day := folder_day(r["_source_file"], landing_dir)) is not None
-        and interval.start <= day < interval.end
+        r["_source_file"] for r in current_slice.select("_source_file").distinct().collect()
     }
-    current_slice = current.where(F.col("_source_file").isin(sorted(old_files)))
     return replace_slice(
         f"quarantine_{dataset}",
         path,

@@ -8,7 +8,9 @@ table, with delta-rs (`delta_tables.maintenance`), no Spark:
 2. vacuum: files no version within the retention references, and orphans of crashed writes, are
    deleted (`RUNOFF_VACUUM_RETENTION_HOURS`, 168 by default; readers of older versions need
    them until then); it commits only when it deletes something. The ledger is vacuumed with at
-   least one hour of retention because any command may be appending to it at any moment;
+   least one hour of retention because any command may be appending to it at any moment, and
+   maintained by one `maintain` at a time (a lock beside it; the maintenance DAG runs the
+   datasets in parallel): a second one skips it;
 3. a Delta checkpoint at the final version (unless one is already there), so opening the table
    replays no JSON commit.
 A second run right after the first changes nothing (no new version).
@@ -132,6 +134,19 @@ def hold_locks(config: RunoffConfig, tables: list[TableRef], what: str) -> Itera
         yield
 
 
+def maintain_ledger(
+    config: RunoffConfig, retention_hours: float, dataset: str
+) -> TableMaintenance | None:
+    """Maintain the shared run ledger, unless another `maintain` (of any dataset) is at it."""
+    from jobs.errors import LockHeldError
+
+    try:
+        with checkpoint_lock(config.runs_path, f"runoff maintain {dataset} (ledger)"):
+            return maintain_table("ops_runs", config.runs_path, retention_hours)
+    except LockHeldError:
+        return None
+
+
 def run_maintain(
     config: RunoffConfig, dataset: str, report: Callable[[str], None] = say
 ) -> list[TableMaintenance]:
@@ -149,9 +164,12 @@ def run_maintain(
         for table in tables:
             results.append(maintain_table(table.name, table.path, retention))
             report(results[-1].line())
-        ledger_retention = max(retention, LEDGER_MIN_RETENTION_HOURS)
-        results.append(maintain_table("ops_runs", config.runs_path, ledger_retention))
-        report(results[-1].line())
+        ledger = maintain_ledger(config, max(retention, LEDGER_MIN_RETENTION_HOURS), dataset)
+        if ledger is None:
+            report("maintain ops_runs: another maintain is at it right now, skipped")
+        else:
+            results.append(ledger)
+            report(ledger.line())
         record.versions_before = {r.table: r.version_before for r in results if r.exists}
         record.versions_after = {r.table: r.version for r in results if r.exists}
         record.files = sum(r.files_removed for r in results)

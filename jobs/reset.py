@@ -10,11 +10,15 @@ Layers:
 - `bronze` (and `all`): bronze, quarantine and the bronze checkpoint, AND the silver layer: a
   silver checkpoint records offsets into bronze (table version, file index); once bronze is
   rebuilt from version 0 those offsets point at versions that mean something else, so the silver
-  streams would silently skip or re-read data. The command says so in its output.
+  streams would silently skip or re-read data. The command says so in its output. The landing
+  files the bronze stream had archived (`jobs.bronze.archive_dir`) are moved back into the
+  landing folder (`jobs.bronze.restore_archive`), so that the next run ingests every file again
+  (a file delivered again since, already back in landing, wins over its archived copy).
 
 Refuses without `--yes` (one line, exit 1). Holds the checkpoint locks of everything it deletes
 (the lock files live beside the checkpoints and survive the reset), so it never pulls a table from
-under a running job. Landing files, the run ledger and quality results are kept.
+under a running job. Landing files, the run ledger and quality results are kept (quality
+recognises a recreated table by its new Delta table id).
 """
 
 from __future__ import annotations
@@ -102,7 +106,7 @@ def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
             # Ingested files sit in the bronze archive: the rebuild must find them in landing.
             from jobs.bronze import restore_archive
 
-            restored = restore_archive(config, dataset)
+            restored = record.files = restore_archive(config, dataset)
             say(f"moved {restored} archived files back to {config.landing_dir(dataset)}")
     record.versions_after = {t.name: -1 for t in tables}
     record.details = {"layers": list(layers_to_reset(layer)), "deleted": deleted}

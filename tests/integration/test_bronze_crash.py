@@ -15,6 +15,7 @@ RUNOFF_SOAK_SEED replays the kill schedule of a failed run (printed at the start
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import random
@@ -71,10 +72,8 @@ def pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
 
 
 def kill_group(process: subprocess.Popen[str]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # already gone
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait(timeout=60)
 
 
@@ -99,7 +98,7 @@ def test_sigkill_at_random_moments_then_finish_ingests_every_line_once(tmp_path:
     print(f"kill schedule seed: RUNOFF_SOAK_SEED={seed}, killed runs: {KILLED_RUNS}")
     rng = random.Random(seed)
     config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
-    files = land(config, "events", files=5, seed=0)
+    files = land(config, "events", files=6, seed=0)
 
     for attempt in range(KILLED_RUNS):
         process = start_bronze(config.home)
@@ -116,10 +115,14 @@ def test_sigkill_at_random_moments_then_finish_ingests_every_line_once(tmp_path:
             moment = f"{delay:.1f} s after batch line {batches}"
             if wait_for_batches(lines, batches, log):
                 time.sleep(delay)
+        ended = process.poll()
         kill_group(process)
+        if ended is not None:  # it finished before the kill: it must have succeeded
+            rest = list(iter(lines.get, None))
+            assert ended == 0, [*log, *rest]
         print(f"run {attempt}: killed {moment} (exit {process.returncode}); last: {log[-1:]}")
-        if attempt % 2 == 1:  # new files keep arriving between crashes
-            files += land(config, "events", files=1, seed=100 + attempt)
+        # New files keep arriving between crashes (and keep every run busy for a few batches).
+        files += land(config, "events", files=1, seed=100 + attempt)
 
     final = start_bronze(config.home)
     output, _ = final.communicate(timeout=RUN_TIMEOUT_S)

@@ -16,10 +16,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from jobs.bronze import archive_dir
 from jobs.cli import main
 from jobs.config import RunoffConfig
 from jobs.generate import generate_dataset
-from jobs.ledger import read_runs
+from jobs.ledger import RunRecord, append_run, read_runs
 from jobs.locking import checkpoint_lock, lock_path
 from jobs.maintain import format_bytes
 from tests import expected
@@ -98,10 +99,20 @@ def test_reset_bronze_resets_silver_too(
     config: RunoffConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
     paths = build_events_home(config)
+    archive = archive_dir(config, "events")
+    for name in ("a.json", "b.json"):  # a.json was delivered again: its landing copy wins
+        (archive / "date=2024-01-01").mkdir(parents=True, exist_ok=True)
+        (archive / "date=2024-01-01" / name).write_text(f'{{"time": 2, "action": "{name}"}}\n')
     assert cli(config.home, "reset", "events", "--layer", "bronze", "--yes") == 0
     out = capsys.readouterr().out
     assert "resetting bronze resets silver too" in out
     assert {k for k, p in paths.items() if p.exists()} == {"landing"}
+    day = config.landing_dir("events") / "date=2024-01-01"
+    assert sorted(p.name for p in day.iterdir()) == ["a.json", "b.json"]
+    assert (day / "a.json").read_text() == '{"time": 1, "action": "Open"}\n'
+    assert [p.name for p in (archive / "date=2024-01-01").iterdir()] == ["a.json"]
+    (run,) = read_runs(config.runs_path, "events")
+    assert run["files"] == 1
     # the locks stay beside the (deleted) checkpoints, for the next run to take
     assert lock_path(config.checkpoint_dir("bronze", "events")).exists()
     assert config.bronze_path("lines").exists()
@@ -166,6 +177,24 @@ def test_maintain_compacts_checkpoints_and_vacuums(
     )
 
 
+def test_maintain_leaves_the_ledger_to_a_concurrent_maintain(
+    config: RunoffConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for _ in range(2):
+        append_run(config.runs_path, RunRecord(dataset="lines", layer="bronze").finish())
+    with checkpoint_lock(config.runs_path, "runoff maintain sensors (ledger)"):
+        assert cli(config.home, "maintain", "events") == 0
+    assert "maintain ops_runs: another maintain is at it right now, skipped" in (
+        capsys.readouterr().out
+    )
+    ledger = DeltaTable(str(config.runs_path))
+    assert (ledger.version(), len(ledger.file_uris())) == (2, 3)  # only our own row added
+    assert cli(config.home, "maintain", "events") == 0
+    assert "maintain ops_runs: files 3 -> 1, version 2 -> 3 (checkpoint written)" in (
+        capsys.readouterr().out
+    )
+
+
 def test_format_bytes() -> None:
     assert [format_bytes(n) for n in (0, 1023, 1024, 1536, 5 * 1024**2, 3 * 1024**3)] == [
         "0 B",
@@ -180,7 +209,9 @@ def test_format_bytes() -> None:
 # -- run ----------------------------------------------------------------------------------------
 @pytest.mark.spark
 @pytest.mark.slow
-def test_run_end_to_end(spark: Any, config: RunoffConfig) -> None:
+def test_run_end_to_end(
+    spark: Any, config: RunoffConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
     generate_dataset(config, "events", files=2, rows_per_file=60, seed=7, malformed_rate=0.05)
     files = expected.read_landing("events", config.landing_dir("events"))
     records = expected.valid_records(files)
@@ -204,4 +235,18 @@ def test_run_end_to_end(spark: Any, config: RunoffConfig) -> None:
         ("bronze", "success"),
         ("silver", "success"),
         ("validate", "success"),
+    ]
+
+    # an action that is neither Open nor Close is a valid record but fails a critical check
+    odd = config.landing_dir("events") / "date=2024-01-01" / "part-odd.json"
+    odd.write_text('{"time": 1704067300, "action": "Jump"}\n')
+    capsys.readouterr()
+    assert cli(config.home, "run", "events") == 1
+    err = capsys.readouterr().err
+    assert err.startswith("runoff: error: critical expectation failed on bronze_events at version ")
+    assert err.count("\n") == 1
+    assert [(r["layer"], r["status"]) for r in read_runs(config.runs_path, "events")[3:]] == [
+        ("bronze", "success"),
+        ("silver", "success"),
+        ("validate", "failed"),
     ]

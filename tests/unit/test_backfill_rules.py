@@ -19,7 +19,7 @@ from delta_tables.predicate import evaluate, parse_predicate
 from jobs.backfill import (
     Interval,
     bronze_predicate,
-    folder_day,
+    folder_day_pattern,
     parse_duration,
     quarantine_predicate,
     strip_segments_pattern,
@@ -35,8 +35,8 @@ JAN1, JAN3 = date(2024, 1, 1), date(2024, 1, 3)
 INTERVAL = Interval(JAN1, JAN3)
 
 
-def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 def holds(predicate: str, data: pa.Table) -> list[bool]:
@@ -116,16 +116,17 @@ def test_quarantine_predicate_quotes_file_names() -> None:
     assert holds(quarantine_predicate([]), data) == [False] * 4
 
 
-def test_folder_day_reads_the_landing_folder_only() -> None:
-    landing = Path("/home/r/landing/events")
-    assert folder_day("file:///home/r/landing/events/date=2024-01-02/a.json", landing) == date(
-        2024, 1, 2
-    )
-    assert folder_day("/home/r/landing/events/date=2024-01-02/x/a.json", landing) == date(
-        2024, 1, 2
-    )
-    assert folder_day("file:///home/r/landing/lines/date=2024-01-02/a.txt", landing) is None
-    assert folder_day("file:///home/r/landing/events/a.json", landing) is None
+def test_folder_day_pattern_reads_the_landing_folder_only() -> None:
+    pattern = folder_day_pattern(Path("/home/r/landing/events"))
+
+    def day(source: str) -> str | None:
+        match = re.search(pattern, source)  # the same in Java's regex dialect (Spark)
+        return match.group(1) if match else None
+
+    assert day("file:///home/r/landing/events/date=2024-01-02/a.json") == "2024-01-02"
+    assert day("/home/r/landing/events/date=2024-01-02/x/a.json") == "2024-01-02"
+    assert day("file:///home/r/landing/lines/date=2024-01-02/a.txt") is None
+    assert day("file:///home/r/landing/events/a.json") is None
 
 
 def test_strip_segments_pattern_maps_an_archived_uri_to_its_landing_uri() -> None:
