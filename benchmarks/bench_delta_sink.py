@@ -180,6 +180,14 @@ def main() -> dict[str, Any]:
             "repetitions": REPETITIONS,
             "partition_by": "event_date",
             "runs_s": {name: [round(v, 3) for v in values] for name, values in timings.items()},
+            # Each round runs the three writers back to back: ratios within a round are the
+            # least sensitive to load from other processes on a shared machine.
+            "ratio_per_round": {
+                name: [
+                    round(v / p, 3) for v, p in zip(timings[name], timings["parquet"], strict=True)
+                ]
+                for name in ("delta_sink", "delta_fast_path")
+            },
         },
     )
 

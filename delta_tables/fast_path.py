@@ -211,8 +211,12 @@ def _write_parquet(
     )
     if partitions:
         writer = writer.partitionBy(*partitions)
-    with _micros_timestamps(df.sparkSession):
-        writer.parquet(staging)
+    try:
+        with _micros_timestamps(df.sparkSession):
+            writer.parquet(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     moved: list[tuple[str, dict[str, str | None]]] = []
     try:
         for directory, dirnames, filenames in os.walk(staging):

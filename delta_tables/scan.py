@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -174,8 +174,6 @@ class ScanPartition:
     layout: TableLayout
     files: tuple[FileTask, ...] = ()
     query_builder: bool = False
-    sql_filter: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def unsupported_reader_features(dt: Any) -> list[str]:
@@ -397,10 +395,7 @@ def _read_query_builder(partition: ScanPartition) -> Iterator[pa.RecordBatch]:
     layout = partition.layout
     dt = DeltaTable(layout.table_path, version=layout.version)
     target = spark_arrow_schema(layout.read_struct)
-    sql = "select * from t"
-    if partition.sql_filter:
-        sql += f" where {partition.sql_filter}"
-    reader = QueryBuilder().register("t", dt).execute(sql)
+    reader = QueryBuilder().register("t", dt).execute("select * from t")
     for raw in reader:
         batch = pa.record_batch(raw)
         arrays = [

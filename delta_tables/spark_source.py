@@ -299,6 +299,12 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not is_delta_table(self.path):
             raise DeltaTableNotFoundError(f"{self.path} is not a Delta table (no _delta_log)")
         dt = open_table(self.path)
+        unsupported = unsupported_reader_features(dt)
+        if unsupported:
+            raise DeltaUnsupportedError(
+                f"Delta table {self.path} has reader features {unsupported} that streaming reads "
+                "do not support"
+            )
         self.schema_json = schema_json or dt.schema().to_json()
         self.partition_columns = tuple(dt.metadata().partition_columns)
         self.skip_change_commits = options.boolean("skipChangeCommits")

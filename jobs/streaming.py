@@ -251,7 +251,7 @@ class RunProgress:
 def summary_line(job: str, record: RunRecord) -> str:
     """The closing line of a run: status, batches, files, rows, quarantined, versions, time."""
     versions = ", ".join(
-        f"{table} v{record.versions_before.get(table, -1)} -> v{version}"
+        f"{table} {_version(record.versions_before.get(table, -1))} -> {_version(version)}"
         for table, version in sorted(record.versions_after.items())
     )
     text = (
@@ -259,6 +259,10 @@ def summary_line(job: str, record: RunRecord) -> str:
         f"{record.files} files, {record.rows} rows written, {record.quarantined} quarantined"
     )
     return f"{text} ({versions})" if versions else text
+
+
+def _version(version: int) -> str:
+    return f"v{version}" if version >= 0 else "none"
 
 
 # -- the ledger ---------------------------------------------------------------------------

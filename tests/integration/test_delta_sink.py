@@ -86,8 +86,13 @@ def test_round_trip_of_every_dataset_type(
     assert dt.metadata().partition_columns == partition_by
     assert delta_rows(table) == expected_rows()
     assert spark_rows(spark, table) == expected_rows()
-    stats = [a["add"]["stats"] for a in _log(table, 0) if "add" in a]
-    assert sum(json.loads(s)["numRecords"] for s in stats) == len(ROWS)
+    stats = [json.loads(a["add"]["stats"]) for a in _log(table, 0) if "add" in a]
+    assert sum(s["numRecords"] for s in stats) == len(ROWS)
+    # Statistics bound the data: the smallest min / largest max are the true extremes.
+    ids = [r[0] for r in ROWS]
+    assert min(s["minValues"]["id"] for s in stats) == min(ids)
+    assert max(s["maxValues"]["id"] for s in stats) == max(ids)
+    assert sum(s["nullCount"]["action"] for s in stats) == sum(r[1] is None for r in ROWS)
 
 
 def _log(table: Path, version: int) -> list[dict[str, Any]]:

@@ -45,12 +45,19 @@ def run(
     options: dict[str, str] | None = None,
     trigger: str = "availableNow",
 ) -> list[list[int]]:
-    """Stream the table once; the ids of each non-empty micro-batch, in batch order."""
+    """Stream the table once; the ids of each non-empty micro-batch, in batch order.
+
+    Every streamed row must equal the table's row with that id (partition values included).
+    """
     batches: list[tuple[int, list[int]]] = []
+    expected = {r["id"]: r for r in DeltaTable(str(table)).to_pyarrow_table().to_pylist()}
 
     def collect(df: DataFrame, batch_id: int) -> None:
-        ids = sorted(r["id"] for r in df.toArrow().to_pylist())
-        batches.append((batch_id, ids))
+        rows = df.toArrow().to_pylist()
+        for row in rows:
+            if row["id"] in expected:
+                assert row == expected[row["id"]]
+        batches.append((batch_id, sorted(r["id"] for r in rows)))
 
     reader: DataStreamReader = spark.readStream.format("delta")
     for key, value in (options or {}).items():

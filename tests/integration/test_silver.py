@@ -289,23 +289,20 @@ def test_result_is_the_same_in_one_batch_per_file_and_in_several_runs(
         assert_same_rows(table, keys, in_runs[table], rows)
 
 
-def wait_for_exit(group: int, timeout: float = 120.0) -> None:
-    """Wait until every process of the group has exited (and so released its locks)."""
+def wait_for_locks(config: RunoffConfig, dataset: str, timeout: float = 120.0) -> None:
+    """Wait until the killed run's locks are free: a SIGKILLed process releases its files when
+    its last thread has exited, which can be a moment after it shows up as dead."""
     deadline = time.monotonic() + timeout
-    alive: list[str] = []
-    while time.monotonic() < deadline:
-        alive = []
-        for entry in Path("/proc").iterdir():
+    for aggregate in get_dataset(dataset).aggregates:
+        checkpoint = config.checkpoint_dir("silver", aggregate.table)
+        while True:
             try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if fields[0] != "Z" and int(fields[2]) == group:  # state, ppid, pgrp
-                alive.append(entry.name)
-        if not alive:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"processes {alive} of group {group} still run after SIGKILL")
+                with checkpoint_lock(checkpoint, "test: wait for the killed run"):
+                    break
+            except LockHeldError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
 
 @pytest.mark.slow
@@ -343,7 +340,7 @@ def test_run_killed_mid_run_then_rerun_gives_the_same_tables(
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
-        wait_for_exit(child.pid)
+    wait_for_locks(config, dataset)
     assert any(" batch 2:" in line for line in seen), (seen, errors.read_text()[-2000:])
     assert child.returncode == -signal.SIGKILL
     assert read_runs(config.runs_path, dataset) == []  # the killed run never finished

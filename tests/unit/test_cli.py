@@ -32,7 +32,9 @@ class CurrentStdout:
 @pytest.fixture
 def stdout_console(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Progress lines go to the stdout that capsys captures."""
-    monkeypatch.setattr(console_module.console, "file", CurrentStdout())
+    # `_file`, not the `file` property: undoing a patch of `file` would pin the console to
+    # this test's (then closed) capture stream for every later test.
+    monkeypatch.setattr(console_module.console, "_file", CurrentStdout())
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
