@@ -3,7 +3,7 @@
 Input: the Spark-free catalog (`jobs.catalog`). Output: DAG objects whose tasks run the `runoff`
 CLI through `spark-submit` (`SparkSubmitOperator`, connection `spark_default`: `local[*]` by
 default, a cluster master by changing the connection). Nothing here imports Spark or Great
-Expectations, so parsing a DAG file costs milliseconds.
+Expectations: a DAG file adds milliseconds to Airflow's own imports when it is parsed.
 
 Grain and trigger behaviour of `runoff_<dataset>` (hourly by default, `catchup=False`,
 `max_active_runs=1` because a run holds the dataset's checkpoints):
@@ -17,7 +17,11 @@ Grain and trigger behaviour of `runoff_<dataset>` (hourly by default, `catchup=F
 - A backfill run (`airflow backfill create ...`) runs `runoff backfill <dataset> --start --end`, a
   bounded batch re-run of the whole UTC days that contain its data interval (see
   `backfill_days`), then validate. It never touches the live checkpoints and is idempotent, so
-  the hourly runs of one day re-running that day leave the tables unchanged.
+  the hourly runs of one day re-running that day leave the tables unchanged. Airflow runs the
+  runs of a backfill in parallel (up to the backfill's own `max_active_runs`, which the DAG's does
+  not bound); every step has `max_active_tis_per_dag=1`, so their Spark jobs queue instead. A
+  backfill holds the dataset's checkpoint locks: a scheduled run that overlaps one fails at
+  once, naming it, and Airflow retries it (exponential backoff).
 - The `full_refresh` param (default false) runs `runoff reset <dataset> --layer all --yes`
   before bronze: tables and checkpoints are rebuilt from every landing file.
 
@@ -220,6 +224,10 @@ def runoff_submit(
         name=f"runoff-{command}-{dataset}",
         conf=spark_conf(),
         env_vars=spark_env(),
+        # One instance of a step at a time across runs: backfill runs (which Airflow runs in
+        # parallel up to the backfill's own max_active_runs) wait instead of failing on the
+        # dataset's checkpoint locks and retrying.
+        max_active_tis_per_dag=1,
         **kwargs,
     )
 
@@ -258,7 +266,7 @@ def build_dataset_dag(dataset: str, schedule: str | None = None) -> DAG:
         user_defined_macros=_macros(),
     ) as dag:
 
-        @task.branch(task_id="route", pool="default_pool", retries=0)
+        @task.branch(task_id="route", pool="default_pool")
         def route(**context: Any) -> str:
             """Backfill runs re-run their days; other runs are incremental (full refresh first)."""
             return choose_route(

@@ -81,6 +81,7 @@ def test_dataset_dag_policies(dagbag: Any, dataset: str) -> None:
         assert type(task).__name__ == "SparkSubmitOperator"
         assert task._conn_id == "spark_default"
         assert task.pool == "spark"
+        assert task.max_active_tis_per_dag == 1
         assert task.application == str(REPO_ROOT / "jobs" / "submit.py")
         assert task.retries == (0 if task_id == "validate" else 2)
         assert task.retry_exponential_backoff == 2.0

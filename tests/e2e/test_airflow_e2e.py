@@ -313,7 +313,14 @@ def _backfill(af: Airflow, *extra: str) -> list[str]:
     assert len(run_ids) == 2, f"expected two backfill runs, got {run_ids}"
     states = af.wait_for_runs(run_ids, timeout=2 * RUN_TIMEOUT)
     assert set(states.values()) == {"success"}, "\n".join(af.explain(r) for r in run_ids)
-    return run_ids
+    # The scheduler closes a backfill a moment after its last run: only then may another start.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        backfills = af.api("GET", f"/backfills?dag_id={DAG_ID}")["backfills"]
+        if all(b["completed_at"] for b in backfills):
+            return run_ids
+        time.sleep(2)
+    raise AssertionError(f"backfill not completed after its runs: {backfills}")
 
 
 def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_path: Path) -> None:

@@ -61,3 +61,12 @@ def test_timestamp_as_of_reads_the_version_committed_before(
         Exception, match=r"option timestampAsOf='2000-01-01' is before the first commit"
     ):
         spark.read.format("delta").option("timestampAsOf", "2000-01-01").load(str(table)).count()
+
+
+def test_engine_switch_registers_the_delta_rs_source(spark: SparkSession) -> None:
+    from delta_tables.spark_source import delta_spark_available, ensure_delta_format
+
+    assert not delta_spark_available(spark)  # no delta-spark jars on this classpath
+    assert ensure_delta_format(spark) == "delta-rs"
+    assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "true"
+    assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "TIMESTAMP_MICROS"
