@@ -139,6 +139,8 @@ def write_batch(
         raise DeltaOptionError(f"replace_where={replace_where!r} needs mode='overwrite'")
     if overwrite_schema and mode != "overwrite":
         raise DeltaOptionError("overwrite_schema=True needs mode='overwrite'")
+    if overwrite_schema and replace_where:
+        raise DeltaOptionError("replace_where and overwrite_schema=True cannot be combined")
     root = local_path(str(path))
     dt = open_table(root) if is_delta_table(root) else None
     if dt is not None and already_committed(dt, app_id, version):

@@ -4,7 +4,8 @@ Record: `Arrival_Time` (epoch ms), `Creation_Time` (epoch ns), `Device`, `Index`
 `User`, `gt` (activity label), `x`, `y`, `z`. Bronze renames `Index` to `User_ID` as the
 reference notebook does; event time is `Creation_Time`.
 
-Silver `activity_user_minute`: one row per user, gt and minute: count and mean x/y/z, upserted.
+Silver `activity_user_minute`: one row per user, gt and minute: count and mean x/y/z, upserted;
+partitioned by `window_date`.
 Watermark: 10 minutes by default.
 """
 
@@ -18,7 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from jobs.datasets.base import Dataset, SilverAggregate, window_columns
+from jobs.datasets.base import Dataset, SilverAggregate, window_columns, window_date
 from jobs.generate import GeneratorSpec, Record, chunk_by_day, epoch_us
 
 RECORD_SCHEMA = StructType(
@@ -67,7 +68,9 @@ def user_minute(bronze: DataFrame, watermark: str) -> DataFrame:
             F.avg("y").alias("mean_y"),
             F.avg("z").alias("mean_z"),
         )
-        .select(*window_columns(), "User", "gt", "count", "mean_x", "mean_y", "mean_z")
+        .select(
+            *window_columns(), "User", "gt", "count", "mean_x", "mean_y", "mean_z", window_date()
+        )
     )
 
 
@@ -179,6 +182,7 @@ DATASET = Dataset(
             transform=user_minute,
             keys=("window_start", "window_end", "User", "gt"),
             window="1 minute",
+            partition_by=("window_date",),
         ),
     ),
 )

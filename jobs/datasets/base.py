@@ -114,3 +114,9 @@ def window_columns(window_col: str = "window") -> list[Column]:
         F.col(f"{window_col}.start").alias("window_start"),
         F.col(f"{window_col}.end").alias("window_end"),
     ]
+
+
+def window_date(window_col: str = "window") -> Column:
+    """`window_date`: the UTC day of `window_start` (the session time zone is UTC), the partition
+    column of the silver tables that gain thousands of rows a day."""
+    return F.to_date(F.col(f"{window_col}.start")).alias("window_date")

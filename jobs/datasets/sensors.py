@@ -1,8 +1,10 @@
 """sensors: `{"timestamp": ISO-8601, "deviceId", "deviceType", "signalStrength"}`.
 
 Silver:
-- `sensors_device_counts`: one row per device per 5-second window (count), upserted.
-- `sensors_type_signal`: one row per device type per minute: count, min/max/avg signal, upserted.
+- `sensors_device_counts`: one row per device per 5-second window (count), upserted;
+  partitioned by `window_date`.
+- `sensors_type_signal`: one row per device type per minute: count, min/max/avg signal, upserted;
+  partitioned by `window_date`.
 - `sensors_lost_signal`: the alert table: one row per device and 1-minute window that received
   fewer than 5 signals; appended once the watermark closes the window, never updated.
 Watermark: 10 minutes by default.
@@ -18,7 +20,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
-from jobs.datasets.base import Dataset, SilverAggregate, window_columns
+from jobs.datasets.base import Dataset, SilverAggregate, window_columns, window_date
 from jobs.generate import GeneratorSpec, Record, chunk_by_day, epoch_us, iso_ms
 
 RECORD_SCHEMA = StructType(
@@ -47,7 +49,7 @@ def device_counts(bronze: DataFrame, watermark: str) -> DataFrame:
         bronze.withWatermark("event_time", watermark)
         .groupBy(F.window("event_time", "5 seconds").alias("window"), F.col("deviceId"))
         .agg(F.count(F.lit(1)).alias("count"))
-        .select(*window_columns(), "deviceId", "count")
+        .select(*window_columns(), "deviceId", "count", window_date())
     )
 
 
@@ -62,7 +64,15 @@ def type_signal(bronze: DataFrame, watermark: str) -> DataFrame:
             F.max("signalStrength").alias("max_signal"),
             F.avg("signalStrength").alias("avg_signal"),
         )
-        .select(*window_columns(), "deviceType", "count", "min_signal", "max_signal", "avg_signal")
+        .select(
+            *window_columns(),
+            "deviceType",
+            "count",
+            "min_signal",
+            "max_signal",
+            "avg_signal",
+            window_date(),
+        )
     )
 
 
@@ -190,6 +200,7 @@ DATASET = Dataset(
             transform=device_counts,
             keys=("window_start", "window_end", "deviceId"),
             window="5 seconds",
+            partition_by=("window_date",),
         ),
         SilverAggregate(
             table="sensors_type_signal",
@@ -197,6 +208,7 @@ DATASET = Dataset(
             transform=type_signal,
             keys=("window_start", "window_end", "deviceType"),
             window="1 minute",
+            partition_by=("window_date",),
         ),
         SilverAggregate(
             table="sensors_lost_signal",

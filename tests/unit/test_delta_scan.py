@@ -78,3 +78,15 @@ def test_pack_files_groups_small_files_and_splits_big_ones() -> None:
     big = [FileTask(f"/b{i}", 200 * 1024 * 1024, {}) for i in range(3)]
     assert len(pack_files(big, parallelism=2)) == 3
     assert pack_files([], parallelism=2) == []
+
+
+@pytest.mark.parametrize("name", ["table-with-dv-small", "table-with-columnmapping-mode-name"])
+def test_query_builder_fallback_reads_the_same_rows(name: str) -> None:
+    """Tables with reader features the file reader does not know are read by QueryBuilder."""
+    from delta_tables.scan import ScanPartition, read_partition
+
+    dt = open_table(str(GOLDEN / name))
+    batches = list(read_partition(ScanPartition(layout_of(dt), query_builder=True)))
+    fallback = pa.Table.from_batches(batches)
+    assert fallback.schema == FileReader(layout_of(dt)).target
+    assert rows(fallback) == rows(read_all(dt, snapshot_files(dt)))

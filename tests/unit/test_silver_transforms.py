@@ -322,3 +322,6 @@ def test_keys_identify_one_row_and_lead_the_columns(
         assert columns[:2] == ["window_start", "window_end"]
         assert aggregate.keys[:2] == ("window_start", "window_end")
     assert all(r["count"] >= 1 for r in got)
+    for column in aggregate.partition_by:
+        assert column == "window_date" and columns[-1] == column
+        assert all(r["window_date"] == r["window_start"].date() for r in got)
