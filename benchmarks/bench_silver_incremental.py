@@ -1,11 +1,12 @@
 """Silver run time per increment stays flat as history grows; MERGE time per batch too.
 
 Builds a `sensors` bronze table in a scratch runoff home (`benchmarks/work/silver_incremental`)
-and appends one increment at a time, as an hourly schedule would: `ROWS_PER_INCREMENT` generated
-signals (one hour of event time from 20 devices), one bronze commit. After each, it runs
-`runoff silver sensors` (`run_silver`: `sensors_device_counts`, `sensors_type_signal`,
-`sensors_lost_signal` in one session). `sensors_device_counts` gains about 14,000 rows per
-increment and holds over 400,000 after 30.
+and appends one increment at a time, as an hourly schedule would: one hour of event time from
+the sensors generator's 20 devices, thinned to every `THIN`-th signal (`ROWS_PER_INCREMENT`
+rows, a signal per device about every 10 seconds, so that 30 increments run in minutes), one
+bronze commit. After each, it runs `runoff silver sensors` (`run_silver`:
+`sensors_device_counts`, `sensors_type_signal`, `sensors_lost_signal` in one session). The 30
+hours cross midnight, and `sensors_device_counts` grows by about 7,000 rows per increment.
 
 What keeps a MERGE from growing with the table: the `window_start` range in its condition (files
 of older windows are skipped by their statistics) and the `window_date` partitions (a
@@ -36,7 +37,9 @@ import pyarrow as pa
 INCREMENTS = 30
 WARMUP = 2
 WINDOW = 5
-ROWS_PER_INCREMENT = 28_800
+SIGNALS_PER_HOUR = 28_800  # 20 devices, one signal every 2-3 s
+THIN = 4
+ROWS_PER_INCREMENT = SIGNALS_PER_HOUR // THIN
 SEED = 7
 START = datetime(2024, 3, 1, tzinfo=UTC)
 WORK = Path(__file__).resolve().parent / "work" / "silver_incremental"
@@ -44,14 +47,14 @@ DATASET = "sensors"
 
 
 def increments() -> list[list[Any]]:
-    """The generator's records, one list per increment (time-ordered, no day crossing)."""
+    """The generator's records of one hour per increment (time-ordered), every THIN-th kept."""
     from jobs.datasets import get_dataset
 
     spec = get_dataset(DATASET).generator
     assert spec is not None
     rng = random.Random(f"runoff/{DATASET}/{SEED}/records")
-    built: list[list[Any]] = spec.build(rng, START, INCREMENTS + WARMUP, ROWS_PER_INCREMENT)
-    return built
+    built: list[list[Any]] = spec.build(rng, START, INCREMENTS + WARMUP, SIGNALS_PER_HOUR)
+    return [records[::THIN] for records in built]
 
 
 def bronze_rows(records: list[Any], batch: int, schema: pa.Schema) -> pa.Table:

@@ -61,6 +61,12 @@ def airflow_env(
     env["AIRFLOW__API__BASE_URL"] = url
     # Task workers reach the API server here: follow the port, not the default :8080.
     env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"{url}/execution/"
+    # sqlite: writers wait up to 60 s for the lock (default 5 s), because the scheduler, the API
+    # server, the CLI and every task process write to the one file, and a busy laptop is slow.
+    env.setdefault(
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
+        f"sqlite:///{home / 'airflow' / 'airflow.db'}?timeout=60",
+    )
     env.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     env.setdefault("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
     # A laptop, not a cluster: a few task processes (the `spark` pool bounds Spark jobs anyway).

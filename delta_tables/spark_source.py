@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -178,7 +179,7 @@ class Options:
         raw = self.get(name)
         if raw is None or raw == "":
             return None
-        match = __import__("re").fullmatch(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", raw.lower())
+        match = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", raw.lower())
         if match is None:
             raise DeltaOptionError(
                 f"option {name}={raw!r} is not a size in bytes (e.g. 1048576, 64m, 1g)"

@@ -148,6 +148,13 @@ def batch_window_range(data: pa.Table) -> tuple[datetime, datetime] | None:
     return low, high
 
 
+def dataset_of(table: str) -> str:
+    """The dataset whose silver table `table` is."""
+    from jobs.catalog import CATALOG
+
+    return next(name for name, info in CATALOG.items() if table in info.silver_tables)
+
+
 def late_rows_of(progress: Mapping[str, Any]) -> int:
     """Rows a micro-batch's stateful operators dropped for being behind the watermark."""
     return sum(
@@ -192,20 +199,26 @@ def merge_batch(
     Writes a Delta checkpoint every `checkpoint_interval` commits: opening the table replays
     the JSON commits since the last one, and a silver table receives one commit per batch.
     """
-    from deltalake import CommitProperties, DeltaTable, Transaction
+    from deltalake import DeltaTable
 
+    from delta_tables.commit import already_committed, commit_properties
     from delta_tables.maintenance import checkpoint_if_due
 
     started = time.perf_counter()
     table = DeltaTable(str(path))
-    done = table.transaction_version(app_id)
-    if data.num_rows == 0 or (done is not None and done >= batch_id):
+    if data.num_rows == 0 or already_committed(table, app_id, batch_id):
         return MergeOutcome(
             data.num_rows, 0, 0, time.perf_counter() - started, False, int(table.version())
         )
     import pyarrow as pa
 
     schema = pa.schema(table.schema().to_arrow())
+    if sorted(schema.names) != sorted(data.column_names):
+        raise RunoffError(
+            f"silver table {path} has columns [{', '.join(schema.names)}] but "
+            f"{aggregate.table} now produces [{', '.join(data.column_names)}]: rebuild it with "
+            f"`runoff reset {dataset_of(aggregate.table)} --layer silver --yes`"
+        )
     data = data.select(schema.names).cast(schema)
     merger = table.merge(
         data,
@@ -213,9 +226,7 @@ def merge_batch(
         merge_predicate((*aggregate.keys, *aggregate.partition_by), batch_window_range(data)),
         source_alias="s",
         target_alias="t",
-        commit_properties=CommitProperties(
-            app_transactions=[Transaction(app_id=app_id, version=batch_id)]
-        ),
+        commit_properties=commit_properties(app_id, batch_id, None),
     )
     if aggregate.output_mode == "update":
         merger = merger.when_matched_update_all()
@@ -456,55 +467,58 @@ def run_silver(
 ) -> RunRecord:
     """Bring every silver table of the dataset up to date with bronze; returns the ledger row.
 
-    Checks bronze, takes every checkpoint's lock and checks the checkpoints before anything
-    else; `spark=None` builds the session only then, so that a refused run costs no JVM start.
-    A run that starts its queries appends one row to the run ledger, failed or not.
+    Every run, refused or failed ones too, appends one row to the run ledger. The run takes
+    every checkpoint's lock and checks bronze and the checkpoints first; `spark=None` builds the
+    session only then, so that a refused run costs no JVM start.
     """
     from deltalake import DeltaTable
 
     options = options or SilverOptions()
     dataset = get_dataset(dataset_name)
-    bronze = config.bronze_path(dataset.name)
-    if not DeltaTable.is_deltatable(str(bronze)):
-        raise RunoffError(
-            f"bronze table {bronze} does not exist: run `runoff bronze {dataset.name}` first"
-        )
     watermark = options.watermark or dataset.watermark
     record = RunRecord(dataset=dataset.name, layer="silver", trigger=TRIGGER)
     record.details = {
         "watermark": watermark,
         "max_files_per_trigger": options.max_files_per_trigger,
     }
-    with hold_locks(config, dataset):
-        runs = []
-        for aggregate in dataset.aggregates:
-            path = config.silver_path(aggregate.table)
-            checkpoint = config.checkpoint_dir("silver", aggregate.table)
-            guard_checkpoint(
-                checkpoint,
-                {
-                    "dataset": dataset.name,
-                    "layer": "silver",
-                    "table": str(path.relative_to(config.home)),
-                },
-                {aggregate.table: path},
-                f"runoff reset {dataset.name} --layer silver --yes",
-            )
-            runs.append(
-                TableRun(
-                    aggregate=aggregate,
-                    path=path,
-                    checkpoint=checkpoint,
-                    writer=BatchWriter(aggregate, path, checkpoint, config.checkpoint_interval),
-                    version_before=table_version(path),
+    tables = {agg.table: config.silver_path(agg.table) for agg in dataset.aggregates}
+    runs: list[TableRun] = []
+    with recorded_run(config.runs_path, record):
+        record.versions_before = {table: table_version(path) for table, path in tables.items()}
+        record.versions_after = dict(record.versions_before)
+        with hold_locks(config, dataset):
+            bronze = config.bronze_path(dataset.name)
+            if not DeltaTable.is_deltatable(str(bronze)):
+                raise RunoffError(
+                    f"bronze table {bronze} does not exist: run `runoff bronze {dataset.name}` "
+                    "first"
                 )
-            )
-        record.versions_before = {run.table: run.version_before for run in runs}
-        if spark is None:
-            from jobs.spark import get_spark
+            for aggregate in dataset.aggregates:
+                path = tables[aggregate.table]
+                checkpoint = config.checkpoint_dir("silver", aggregate.table)
+                guard_checkpoint(
+                    checkpoint,
+                    {
+                        "dataset": dataset.name,
+                        "layer": "silver",
+                        "table": str(path.relative_to(config.home)),
+                    },
+                    {aggregate.table: path},
+                    f"runoff reset {dataset.name} --layer silver --yes",
+                )
+                runs.append(
+                    TableRun(
+                        aggregate=aggregate,
+                        path=path,
+                        checkpoint=checkpoint,
+                        writer=BatchWriter(aggregate, path, checkpoint, config.checkpoint_interval),
+                        version_before=record.versions_before[aggregate.table],
+                    )
+                )
+            if spark is None:
+                from jobs.spark import get_spark
 
-            spark = get_spark(app_name=f"runoff-silver-{dataset.name}", config=config)
-        with recorded_run(config.runs_path, record):
+                spark = get_spark(app_name=f"runoff-silver-{dataset.name}", config=config)
             try:
                 # One query at a time: concurrent queries on a small machine start their Python
                 # stream readers together and compete for the same cores.

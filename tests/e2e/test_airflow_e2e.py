@@ -81,17 +81,23 @@ class Airflow:
                 time.sleep(5)
         raise AssertionError("unreachable")
 
-    def cli(self, *args: str) -> str:
-        result = subprocess.run(
-            [str(Path(sys.executable).parent / "airflow"), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert result.returncode == 0, f"airflow {' '.join(args)}: {result.stderr[-2000:]}"
-        return result.stdout
+    def cli(self, *args: str, attempts: int = 3) -> str:
+        """Run `airflow <args>`; retried when sqlite reports a lock (busy machine)."""
+        for attempt in range(1, attempts + 1):
+            result = subprocess.run(
+                [str(Path(sys.executable).parent / "airflow"), *args],
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            if result.returncode == 0:
+                return result.stdout
+            if "database is locked" not in result.stderr or attempt == attempts:
+                break
+            time.sleep(5)
+        raise AssertionError(f"airflow {' '.join(args)}: {result.stderr[-2000:]}")
 
     def task_states(self, run_id: str) -> dict[str, str | None]:
         quoted = urllib.parse.quote(run_id, safe="")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -414,6 +415,10 @@ def test_silver_without_bronze_names_the_missing_table(spark: Any, config: Runof
                        r"run `runoff bronze events` first"):  # fmt: skip
         run_silver(spark, config, "events")
 
+    (ledger,) = read_runs(config.runs_path, "events")
+    assert (ledger["layer"], ledger["status"]) == ("silver", "failed")
+    assert "does not exist" in ledger["error"]
+
 
 def test_second_run_on_a_held_checkpoint_is_refused(spark: Any, config: RunoffConfig) -> None:
     t0 = int(datetime(2024, 1, 1, tzinfo=UTC).timestamp())
@@ -422,9 +427,13 @@ def test_second_run_on_a_held_checkpoint_is_refused(spark: Any, config: RunoffCo
 
     with (
         checkpoint_lock(checkpoint, "runoff silver events"),
-        pytest.raises(LockHeldError, match=rf"{checkpoint} is in use by pid {os.getpid()} on "),
+        pytest.raises(
+            LockHeldError, match=rf"{re.escape(str(checkpoint))} is in use by pid {os.getpid()} on "
+        ),
     ):
         run_silver(spark, config, "events")
 
-    assert read_runs(config.runs_path, "events") == []
+    (ledger,) = read_runs(config.runs_path, "events")
+    assert (ledger["status"], ledger["batches"]) == ("failed", 0)
+    assert "is in use by" in ledger["error"]
     assert not config.silver_path("events_action_hourly").exists()

@@ -12,6 +12,7 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs.datasets import get_dataset
+from jobs.errors import RunoffError
 from jobs.silver import (
     BatchWriter,
     MergeOutcome,
@@ -107,6 +108,20 @@ def test_merge_updates_windows_inserts_new_ones_and_skips_a_replayed_batch(tmp_p
     assert not replay.committed
     assert DeltaTable(str(path)).version() == version
     assert table_rows(path) == expected
+
+
+def test_merge_refuses_a_table_with_other_columns(tmp_path: Path) -> None:
+    path = tmp_path / "events_action_hourly"
+    ensure_table(path, EVENTS_SCHEMA)
+    data = hourly([(0, "Open", 1)]).append_column("window_date", pa.array([T0.date()]))
+
+    with pytest.raises(
+        RunoffError,
+        match=r"silver table .*events_action_hourly has columns \[window_start, window_end, "
+        r"action, count\] but events_action_hourly now produces \[window_start, window_end, "
+        r"action, count, window_date\]: rebuild it with `runoff reset events --layer silver --yes`",
+    ):
+        merge_batch(path, data, HOURLY, "app", 0)
 
 
 def test_merge_of_an_empty_batch_commits_nothing(tmp_path: Path) -> None:
