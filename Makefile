@@ -5,10 +5,11 @@ RUN := $(UV) run --frozen
 
 .PHONY: install demo test lint typecheck pytest bench soak airflow check-java browser clean
 
-# Bootstrap uv when it is missing (PyPI only), then install the locked environment.
+# Bootstrap uv when it is missing (PyPI only), then install the locked environment. Bytecode is
+# compiled at install time: every Spark Python worker imports pyspark, pyarrow and deltalake.
 install: check-java
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet --user uv
-	$(UV) sync --frozen
+	$(UV) sync --frozen --compile-bytecode
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "runoff: Java 17+ is required (Spark runs on the JVM): install a Java 17 runtime, e.g. 'apt-get install openjdk-17-jre-headless'" >&2; exit 1; }
