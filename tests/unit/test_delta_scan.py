@@ -22,7 +22,12 @@ from delta_tables.scan import (
 )
 
 GOLDEN = Path(__file__).resolve().parents[2] / ".." / "shared" / "golden-delta"
-pytestmark = pytest.mark.skipif(not GOLDEN.exists(), reason=f"no golden tables at {GOLDEN}")
+
+
+def test_golden_tables_exist() -> None:
+    assert GOLDEN.exists(), (
+        f"no golden tables at {GOLDEN.resolve()} (expected ../shared beside the repo)"
+    )
 
 
 def read_all(dt: DeltaTable, files: list[FileTask]) -> pa.Table:
