@@ -67,6 +67,9 @@ def airflow_env(
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
         f"sqlite:///{home / 'airflow' / 'airflow.db'}?timeout=60",
     )
+    # Task processes call the API server; its default 5 s answer time is too short while a busy
+    # machine also runs Spark (a task then fails before it starts).
+    env.setdefault("AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT", "30")
     env.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     env.setdefault("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
     # A laptop, not a cluster: a few task processes (the `spark` pool bounds Spark jobs anyway).

@@ -23,6 +23,7 @@ def test_airflow_env_points_airflow_at_this_repository_and_home(tmp_path: Path) 
     assert env["AIRFLOW_HOME"] == str(home / "airflow")
     assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(REPO_ROOT / "dags")
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
+    assert env["AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT"] == "30"
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == (
         f"sqlite:///{home}/airflow/airflow.db?timeout=60"
     )

@@ -30,6 +30,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -296,8 +297,9 @@ def _wait_for_dag(af: Airflow, timeout: float = 180.0) -> dict[str, Any]:
 
 
 def _backfill(af: Airflow, *extra: str) -> list[str]:
-    """`airflow backfill create` over BACKFILL_DAYS; wait for its runs; return their ids."""
-    before = {r["dag_run_id"] for r in af.runs("backfill") if r["state"] in ("success", "failed")}
+    """`airflow backfill create` over BACKFILL_DAYS; wait until the backfill completes; return
+    the ids of its two runs (a re-run with `--reprocess-behavior completed` reuses the runs)."""
+    started = datetime.now(UTC)
     af.cli(
         "backfill",
         "create",
@@ -309,24 +311,27 @@ def _backfill(af: Airflow, *extra: str) -> list[str]:
         BACKFILL_DAYS[1],
         *extra,
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        runs = [r for r in af.runs("backfill") if r["dag_run_id"] not in before]
-        if len(runs) == 2:
+    # The scheduler closes a backfill once its runs have finished: only then may another start.
+    deadline = time.monotonic() + 2 * RUN_TIMEOUT
+    while True:
+        newest = max(af.api("GET", f"/backfills?dag_id={DAG_ID}")["backfills"], key=_by_id)
+        if newest["completed_at"]:
             break
-        time.sleep(1)
-    run_ids = [r["dag_run_id"] for r in runs]
-    assert len(run_ids) == 2, f"expected two backfill runs, got {run_ids}"
-    states = af.wait_for_runs(run_ids, timeout=2 * RUN_TIMEOUT)
-    assert set(states.values()) == {"success"}, "\n".join(af.explain(r) for r in run_ids)
-    # The scheduler closes a backfill a moment after its last run: only then may another start.
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        backfills = af.api("GET", f"/backfills?dag_id={DAG_ID}")["backfills"]
-        if all(b["completed_at"] for b in backfills):
-            return run_ids
-        time.sleep(2)
-    raise AssertionError(f"backfill not completed after its runs: {backfills}")
+        if time.monotonic() > deadline:
+            runs = [r["dag_run_id"] for r in af.runs("backfill")]
+            details = "\n".join(af.explain(r) for r in runs)
+            raise AssertionError(f"backfill {newest} not completed:\n{details}")
+        time.sleep(3)
+    runs = [r for r in af.runs("backfill") if r["logical_date"][:10] in BACKFILL_DAYS]
+    assert len(runs) == 2, runs
+    for run in runs:
+        assert run["state"] == "success", af.explain(run["dag_run_id"])
+        assert datetime.fromisoformat(run["start_date"]) >= started, run
+    return [r["dag_run_id"] for r in runs]
+
+
+def _by_id(backfill: dict[str, Any]) -> int:
+    return int(backfill["id"])
 
 
 def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_path: Path) -> None:
