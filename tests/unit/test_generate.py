@@ -12,7 +12,6 @@ import itertools
 import json
 import math
 import statistics
-import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -95,12 +94,14 @@ def default_events(
     """`runoff --home <tmp> generate events --seed 7`: landing dir, exit code, stdout, files."""
     home = tmp_path_factory.mktemp("default-events")
     out = io.StringIO()
-    before = console_module.console.file
-    console_module.console.file = out
+    # `_file`, not the `file` property: reading `file` returns the stdout of this moment, and
+    # restoring it would pin the console to a stream pytest closes later.
+    before = console_module.console._file
+    console_module.console._file = out
     try:
         code = main(["--home", str(home), "generate", "events", "--seed", "7"])
     finally:
-        console_module.console.file = before
+        console_module.console._file = before
     landing = home / "landing" / "events"
     return landing, code, out.getvalue(), expected.read_landing("events", landing)
 
@@ -267,9 +268,8 @@ def test_malformed_rate_gives_exactly_the_reported_bad_lines(tmp_path: Path, dat
 
 
 def test_cli_malformed_rate_reports_the_exact_count(
-    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(console_module.console, "file", sys.stdout)
     argv = ["--home", str(home), "generate", "sensors", "--files", "5", "--seed", "3"]
     code = main([*argv, "--malformed-rate", "0.01"])
     landing_dir = home / "landing" / "sensors"
