@@ -285,3 +285,16 @@ def test_home_falls_back_to_runoff_home_then_repo(
     monkeypatch.delenv("RUNOFF_HOME")
     task = _render(build_dataset_dag("events"), "bronze", start, start)
     assert task.application_args[:2] == ["--home", str(REPO_ROOT / ".runoff")]
+
+
+@pytest.mark.slow
+def test_a_failing_command_fails_its_task(spark_connection: None, tmp_path: Path) -> None:
+    """spark-submit exits with the CLI's code (jobs/submit.py), so the task fails with its error."""
+    from airflow.providers.common.compat.sdk import AirflowException
+
+    from dags.factory import build_dataset_dag
+
+    task = build_dataset_dag("events").get_task("validate")
+    task.application_args = ["--home", str(tmp_path), "validate", "no_such_dataset"]
+    with pytest.raises(AirflowException, match=r"(?s)Error code is: 2\..*invalid choice"):
+        task.execute(context={})
