@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.result import metric, write_result
+from delta_tables.arrow import count_rows as count_delta_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -104,11 +105,10 @@ def run_delta_fast(spark: SparkSession, landing: Path, out: Path) -> None:
 
 def count_rows(kind: str, table: Path) -> int:
     import pyarrow.dataset as ds
-    from deltalake import DeltaTable
 
     if kind == "parquet":
         return int(ds.dataset(str(table), format="parquet", partitioning="hive").count_rows())
-    return int(DeltaTable(str(table)).to_pyarrow_dataset().count_rows())
+    return count_delta_rows(str(table))
 
 
 def main() -> dict[str, Any]:

@@ -99,11 +99,11 @@ def append_run(runs_path: Path, record: RunRecord) -> None:
 
 def read_runs(runs_path: Path, dataset: str | None = None) -> list[dict[str, Any]]:
     """All ledger rows (optionally of one dataset), oldest first."""
-    from deltalake import DeltaTable
+    from delta_tables.arrow import read_arrow
 
     if not (runs_path / "_delta_log").is_dir():
         return []
-    rows: list[dict[str, Any]] = DeltaTable(str(runs_path)).to_pyarrow_table().to_pylist()
+    rows: list[dict[str, Any]] = read_arrow(str(runs_path)).to_pylist()
     if dataset is not None:
         rows = [r for r in rows if r["dataset"] == dataset]
     return sorted(rows, key=lambda r: r["started_at"])

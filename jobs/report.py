@@ -607,27 +607,23 @@ def read_delta(path: Path, columns: Sequence[str] | None = None) -> pd.DataFrame
 
     Reads through delta-rs's DataFusion engine, which honours deletion vectors and column mapping.
     """
-    import pyarrow as pa
-    from deltalake import DeltaTable, QueryBuilder
+    from delta_tables.arrow import read_arrow
 
     if not _is_delta(path):
         return None
-    table = DeltaTable(str(path))
-    select = ", ".join(f'"{c}"' for c in columns) if columns else "*"
-    reader = QueryBuilder().register("t", table).execute(f"SELECT {select} FROM t")
-    frame: pd.DataFrame = pa.table(reader).to_pandas()
+    frame: pd.DataFrame = read_arrow(str(path), columns).to_pandas()
     return frame
 
 
 def table_info(name: str, path: Path) -> TableInfo:
-    import pyarrow as pa
-    from deltalake import DeltaTable, QueryBuilder
+    from deltalake import DeltaTable
+
+    from delta_tables.arrow import count_rows
 
     if not _is_delta(path):
         return TableInfo(name, path, None, None)
     table = DeltaTable(str(path))
-    counted = pa.table(QueryBuilder().register("t", table).execute("SELECT count(*) AS n FROM t"))
-    return TableInfo(name, path, table.version(), int(counted.column("n")[0].as_py()))
+    return TableInfo(name, path, table.version(), count_rows(table))
 
 
 def load_report_data(config: RunoffConfig, dataset: str) -> ReportData:

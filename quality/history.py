@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from delta_tables.arrow import read_arrow
 from quality.increments import Watermark
 
 RESULTS_SCHEMA = pa.schema(
@@ -86,8 +87,10 @@ def _read(path: Path, filter_: ds.Expression | None, columns: list[str] | None) 
 
     if not DeltaTable.is_deltatable(str(path)):
         return RESULTS_SCHEMA.empty_table().select(columns or RESULTS_SCHEMA.names)
-    dataset = DeltaTable(str(path)).to_pyarrow_dataset()
-    return dataset.to_table(filter=filter_, columns=columns)
+    data = read_arrow(str(path))
+    if filter_ is not None:
+        data = data.filter(filter_)
+    return data.select(columns) if columns else data
 
 
 def read_results(

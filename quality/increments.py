@@ -33,8 +33,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
-from deltalake import DeltaTable, QueryBuilder
+from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
+
+from delta_tables.arrow import read_arrow
 
 logger = logging.getLogger(__name__)
 
@@ -199,25 +201,6 @@ def _operations(table: DeltaTable, after: int, upto: int) -> tuple[str, ...] | N
     return tuple(str(c.get("operation", "")) for c in commits)
 
 
-def _plain_types(data: pa.Table) -> pa.Table:
-    """DataFusion returns string_view/binary_view; pandas and GX want plain string/binary."""
-    fields = []
-    for field in data.schema:
-        if pa.types.is_string_view(field.type):
-            field = field.with_type(pa.string())
-        elif pa.types.is_binary_view(field.type):
-            field = field.with_type(pa.binary())
-        fields.append(field)
-    return data.cast(pa.schema(fields))
-
-
-def _read_all(table: DeltaTable, columns: Sequence[str] | None) -> pa.Table:
-    """The whole snapshot through DataFusion (honours deletion vectors and column mapping)."""
-    select = ", ".join(f'"{c}"' for c in columns) if columns else "*"
-    reader = QueryBuilder().register("t", table).execute(f"select {select} from t")
-    return _plain_types(pa.table(reader.read_all()))
-
-
 def _dataset(
     path: Path, table: DeltaTable, keep: Callable[[dict[str, Any]], bool] | None = None
 ) -> ds.FileSystemDataset:
@@ -270,7 +253,7 @@ def read_table(
     """The current snapshot (optionally only some columns)."""
     cols = list(columns) if columns is not None else None
     if needs_datafusion(table) is not None:
-        return _read_all(table, cols)
+        return read_arrow(table, cols)
     root = path if path is not None else Path(unquote(urlparse(table.table_uri).path))
     return _dataset(root, table).to_table(columns=cols)
 

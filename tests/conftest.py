@@ -18,6 +18,20 @@ SHARED = REPO_ROOT.parent / "shared"
 GOLDEN_DELTA = SHARED / "golden-delta"
 
 
+@pytest.fixture(autouse=True)
+def console_follows_stdout() -> Iterator[None]:
+    """Fail a test that leaves runoff's console pinned to one stream.
+
+    The console writes to whatever `sys.stdout` is when it prints, so capsys sees its output. A
+    test that swaps its stream must restore `_file` to None; restoring the `file` property's value
+    would pin the console to a stream pytest later replaces, and later tests would see nothing.
+    """
+    from jobs.console import console
+
+    yield
+    assert console._file is None, f"a test left the console writing to {console._file!r}"
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     """An empty runoff home for one test."""

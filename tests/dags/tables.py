@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from delta_tables.arrow import read_arrow
 from jobs.catalog import CATALOG
 from jobs.config import RunoffConfig
 
@@ -18,9 +19,8 @@ INGESTION_COLUMNS = ("_ingested_at", "_batch_id")
 
 
 def read_table(path: Path) -> pa.Table:
-    from deltalake import DeltaTable
 
-    return DeltaTable(str(path)).to_pyarrow_table()
+    return read_arrow(str(path))
 
 
 def sorted_rows(table: pa.Table, drop: tuple[str, ...] = ()) -> list[tuple[Any, ...]]:

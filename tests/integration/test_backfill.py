@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from delta_tables.arrow import read_arrow
 from jobs.backfill import Interval
 from jobs.bronze import archive_dir
 from jobs.cli import main
@@ -47,7 +48,7 @@ def cli(home: Path, *args: str) -> int:
 
 
 def rows_of(path: Path) -> list[dict[str, Any]]:
-    return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    return read_arrow(str(path)).to_pylist()
 
 
 def version_of(path: Path) -> int:

@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
+from delta_tables.arrow import read_arrow
 from jobs import cli
 from jobs.bronze import BronzeOptions, archive_dir, landing_dirs, run
 from jobs.config import RunoffConfig
@@ -51,9 +52,8 @@ def land(
 
 
 def table_rows(path: Path) -> list[dict[str, Any]]:
-    from deltalake import DeltaTable
 
-    rows: list[dict[str, Any]] = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    rows: list[dict[str, Any]] = read_arrow(str(path)).to_pylist()
     return rows
 
 

@@ -1,6 +1,6 @@
 """Writing Delta tables from Spark: `format("delta")` (batch + streaming) and the fast path.
 
-Results are read back independently with delta-rs (`DeltaTable.to_pyarrow_table`, its log and
+Results are read back independently with delta-rs (`delta_tables.arrow.read_arrow`, its log and
 history) and compared with the rows the test itself wrote.
 """
 
@@ -16,6 +16,7 @@ import pytest
 from deltalake import DeltaTable
 
 from delta_tables import merge_into, write_batch, write_stream
+from delta_tables.arrow import read_arrow
 from delta_tables.errors import DeltaSchemaMismatchError, DeltaUnsupportedError
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def frame(spark: SparkSession, rows: list[tuple[Any, ...]] = ROWS) -> DataFrame:
 
 
 def delta_rows(path: Path) -> list[dict[str, Any]]:
-    return sorted(DeltaTable(str(path)).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    return sorted(read_arrow(str(path)).to_pylist(), key=lambda r: r["id"])
 
 
 def expected_rows(rows: list[tuple[Any, ...]] = ROWS) -> list[dict[str, Any]]:
@@ -240,7 +241,7 @@ def test_stream_replayed_batch_commits_nothing_and_new_checkpoint_gets_new_app_i
 
 
 def delta_rows_any(path: Path) -> list[dict[str, Any]]:
-    return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    return read_arrow(str(path)).to_pylist()
 
 
 def test_complete_mode_replaces_the_table_and_update_mode_is_refused(

@@ -15,6 +15,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from delta_tables.arrow import read_arrow
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataStreamReader, SparkSession
 
@@ -50,7 +52,7 @@ def run(
     Every streamed row must equal the table's row with that id (partition values included).
     """
     batches: list[tuple[int, list[int]]] = []
-    expected = {r["id"]: r for r in DeltaTable(str(table)).to_pyarrow_table().to_pylist()}
+    expected = {r["id"]: r for r in read_arrow(str(table)).to_pylist()}
 
     def collect(df: DataFrame, batch_id: int) -> None:
         rows = df.toArrow().to_pylist()
@@ -70,7 +72,7 @@ def run(
 
 
 def all_ids(table: Path) -> list[int]:
-    return sorted(DeltaTable(str(table)).to_pyarrow_table().column("id").to_pylist())
+    return sorted(read_arrow(str(table)).column("id").to_pylist())
 
 
 def flatten(batches: list[list[int]]) -> list[int]:

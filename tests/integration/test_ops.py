@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from delta_tables.arrow import read_arrow
 from jobs.bronze import archive_dir
 from jobs.cli import main
 from jobs.config import RunoffConfig
@@ -145,14 +146,14 @@ def test_maintain_compacts_checkpoints_and_vacuums(
     before = DeltaTable(str(bronze))
     small = pa.table(before.get_add_actions())
     small_bytes = sum(small.column("size_bytes").to_pylist())
-    rows = sorted(before.to_pyarrow_table().to_pylist(), key=repr)
+    rows = sorted(read_arrow(before).to_pylist(), key=repr)
     assert (len(before.file_uris()), before.version()) == (6, 5)
 
     assert cli(config.home, "maintain", "events") == 0
     after = DeltaTable(str(bronze))
     assert len(after.file_uris()) == 2  # one file per partition
     assert after.version() == 8  # compaction, VACUUM START, VACUUM END
-    assert sorted(after.to_pyarrow_table().to_pylist(), key=repr) == rows
+    assert sorted(read_arrow(after).to_pylist(), key=repr) == rows
     last = json.loads((bronze / "_delta_log" / "_last_checkpoint").read_text())
     assert last["version"] == 8
     out = capsys.readouterr().out
@@ -218,14 +219,14 @@ def test_run_end_to_end(
 
     assert cli(config.home, "run", "events") == 0
 
-    bronze = DeltaTable(str(config.bronze_path("events"))).to_pyarrow_table()
+    bronze = read_arrow(str(config.bronze_path("events")))
     assert sorted(zip(bronze["time"].to_pylist(), bronze["action"].to_pylist(), strict=True)) == (
         sorted((r["time"], r["action"]) for r in records)
     )
-    quarantine = DeltaTable(str(config.quarantine_path("events"))).to_pyarrow_table()
+    quarantine = read_arrow(str(config.quarantine_path("events")))
     assert quarantine.num_rows == len(expected.malformed_lines(files))
     for table in SILVER:
-        got = DeltaTable(str(config.silver_path(table))).to_pyarrow_table().to_pylist()
+        got = read_arrow(str(config.silver_path(table))).to_pylist()
         key = ("window_start", "window_end", "action")
         assert sorted(got, key=lambda r: tuple(r[k] for k in key)) == expected.SILVER[table](
             records

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from delta_tables.arrow import read_arrow
 from jobs.catalog import CATALOG, DATASET_NAMES
 from jobs.cli import main
 from jobs.config import RunoffConfig
@@ -39,9 +40,13 @@ START = 1_709_251_200  # 2024-03-01T00:00:00Z
 
 @pytest.fixture
 def stdout(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
-    """What the rich console prints (it holds the stdout of import time, not capsys')."""
+    """What the rich console prints.
+
+    Patched on `_file`, not the `file` property: undoing a patch of `file` would pin the console
+    to the stream pytest had installed at that moment, and later tests would never see output.
+    """
     buffer = io.StringIO()
-    monkeypatch.setattr(console, "file", buffer)
+    monkeypatch.setattr(console, "_file", buffer)
     monkeypatch.setattr(console, "width", 200)
     yield buffer
 
@@ -276,7 +281,7 @@ def test_full_validates_the_whole_table(config: RunoffConfig) -> None:
     full = validate_dataset(config, "events", layers=("bronze",), full=True)
 
     table = DeltaTable(str(config.bronze_path("events")))
-    total = table.to_pyarrow_table().num_rows
+    total = read_arrow(table).num_rows
     bronze_of = {t.table: t for t in incremental.tables}["bronze_events"]
     full_of = {t.table: t for t in full.tables}["bronze_events"]
     assert (bronze_of.versions, bronze_of.rows) == ("(1, 2]", 2)

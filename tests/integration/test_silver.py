@@ -27,6 +27,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from delta_tables.arrow import read_arrow
 from jobs.config import RunoffConfig
 from jobs.datasets import get_dataset
 from jobs.errors import LockHeldError, RunoffError
@@ -95,7 +96,7 @@ def table_version(path: Path) -> int:
 
 # -- comparing ---------------------------------------------------------------------------------
 def silver_rows(config: RunoffConfig, table: str) -> list[dict[str, Any]]:
-    return DeltaTable(str(config.silver_path(table))).to_pyarrow_table().to_pylist()
+    return read_arrow(str(config.silver_path(table))).to_pylist()
 
 
 def expected_tables(dataset: str, records: list[dict[str, Any]]) -> dict[str, list[dict]]:

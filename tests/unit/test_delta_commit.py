@@ -1,7 +1,7 @@
 """Writing files and committing them with delta-rs, without Spark (the sink's building blocks).
 
 Every expectation is checked with an independent reader: delta-rs' own `DeltaTable` scan
-(`to_pyarrow_table`) or the Parquet files themselves via pyarrow.
+(`delta_tables.arrow.read_arrow`) or the Parquet files themselves via pyarrow.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from delta_tables.arrow import read_arrow
 from delta_tables.commit import CommitResult, commit_write
 from delta_tables.errors import DeltaReplaceWhereError, DeltaSchemaMismatchError
 from delta_tables.files import AddFile, FileWriter, WriteSpec
@@ -80,7 +81,7 @@ def commit(path: Path, files: list[AddFile], **kwargs: Any) -> CommitResult:
 
 
 def rows(path: Path) -> list[dict[str, Any]]:
-    return sorted(DeltaTable(str(path)).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    return sorted(read_arrow(str(path)).to_pylist(), key=lambda r: r["id"])
 
 
 def test_written_files_carry_exact_statistics(tmp_path: Path) -> None:
@@ -281,8 +282,6 @@ def test_special_characters_in_partition_values_round_trip(tmp_path: Path) -> No
         [data]
     )
     commit_write(str(tmp_path / "t"), files, schema=schema, partition_by=("k",))
-    got = sorted(
-        DeltaTable(str(tmp_path / "t")).to_pyarrow_table().to_pylist(), key=lambda r: r["v"]
-    )
+    got = sorted(read_arrow(str(tmp_path / "t")).to_pylist(), key=lambda r: r["v"])
     assert got == sorted(data.to_pylist(), key=lambda r: r["v"])
     assert os.path.isdir(tmp_path / "t" / "k=c%3Ad%2Fe")

@@ -9,6 +9,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from delta_tables import maintenance
+from delta_tables.arrow import read_arrow
 from delta_tables.registry import ensure_tables, table_spec, table_specs
 from delta_tables.schema import strip_metadata, table_struct
 from jobs.config import RunoffConfig
@@ -59,9 +60,7 @@ def test_compaction_checkpoint_vacuum_and_history(tmp_path: Path) -> None:
     assert maintenance.checkpoint_if_due(str(table), interval=10).created is False
     compacted = maintenance.compact(str(table))
     assert (compacted.files_removed, compacted.files_added) == (6, 1)
-    assert sorted(DeltaTable(str(table)).to_pyarrow_table().column("id").to_pylist()) == list(
-        range(6)
-    )
+    assert sorted(read_arrow(str(table)).column("id").to_pylist()) == list(range(6))
     due = maintenance.checkpoint_if_due(str(table), interval=5)
     assert due.created and due.version == 6
     assert json.loads((table / "_delta_log" / "_last_checkpoint").read_text())["version"] == 6

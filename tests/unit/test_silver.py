@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from delta_tables.arrow import read_arrow
 from jobs.datasets import get_dataset
 from jobs.errors import RunoffError
 from jobs.silver import (
@@ -56,7 +57,7 @@ def hourly(rows: list[tuple[int, str, int]]) -> pa.Table:
 
 
 def table_rows(path: Path) -> list[tuple[Any, ...]]:
-    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    rows = read_arrow(str(path)).to_pylist()
     return sorted((r["window_start"], r["action"], r["count"]) for r in rows)
 
 
@@ -156,7 +157,7 @@ def test_append_mode_inserts_a_window_once(tmp_path: Path) -> None:
         path, pa.Table.from_pylist([{**row, "count": 4}], schema=schema), LOST, "app", 1
     )
 
-    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    rows = read_arrow(str(path)).to_pylist()
     assert [(r["deviceId"], r["count"]) for r in rows] == [("cam-1", 2)]
     assert (again.inserted, again.updated) == (0, 0)
 
