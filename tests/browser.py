@@ -21,6 +21,18 @@ import pytest
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
 WINDOW = (1280, 2000)
 INSTALL_HINT = "install it with `make browser` (apt-get install chromium)"
+# Headless, and quiet on a closed network: no background connections, updates or sync.
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+)
 
 
 def find_chromium() -> str:
@@ -33,6 +45,11 @@ def find_chromium() -> str:
     pytest.fail(f"browser tests need headless Chromium, which was not found: {INSTALL_HINT}")
 
 
+def chromium_command(profile: str | Path, *extra: str) -> list[str]:
+    """The command line of a headless Chromium with its own profile directory."""
+    return [find_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra]
+
+
 def _target(page: str | Path) -> str:
     if isinstance(page, Path):
         return page.resolve().as_uri()
@@ -43,20 +60,7 @@ def _run_chromium(
     page: str | Path, extra: list[str], timeout: float, virtual_time_budget_ms: int | None
 ) -> subprocess.CompletedProcess[str]:
     with tempfile.TemporaryDirectory(prefix="runoff-chromium-") as profile:
-        command = [
-            find_chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            f"--user-data-dir={profile}",
-            *extra,
-        ]
+        command = chromium_command(profile, *extra)
         if virtual_time_budget_ms is not None:
             command.append(f"--virtual-time-budget={virtual_time_budget_ms}")
         command.append(_target(page))

@@ -38,7 +38,7 @@ import pytest
 
 from dags import standalone
 from jobs.config import RunoffConfig
-from tests.browser import assert_not_blank, find_chromium
+from tests.browser import assert_not_blank, chromium_command
 from tests.dags.tables import assert_silver_matches_expected, snapshot_tables, tree_listing
 
 pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.slow, pytest.mark.browser]
@@ -423,23 +423,13 @@ def browse(
 
     with tempfile.TemporaryDirectory(prefix="runoff-chromium-") as profile:
         browser = subprocess.Popen(
-            [
-                find_chromium(),
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--hide-scrollbars",
-                f"--user-data-dir={profile}",
+            chromium_command(
+                profile,
                 f"--window-size={window[0]},{window[1]}",
                 "--remote-debugging-address=127.0.0.1",
                 "--remote-debugging-port=0",
                 "about:blank",
-            ],
+            ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,

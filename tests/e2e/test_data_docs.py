@@ -1,14 +1,12 @@
 """The Data Docs index in a real browser: headless Chromium shows the suites and latest results.
 
-Needs Chromium (`apt-get install -y chromium` on Debian): without it the test fails, it does not
-skip, so that CI cannot pass without having looked at the page.
+Needs Chromium (`make browser`): without it the test fails, it does not skip, so that CI cannot
+pass without having looked at the page.
 """
 
 from __future__ import annotations
 
-import shutil
 import struct
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 
 from jobs.config import RunoffConfig
 from quality.runner import ValidationReport, validate_dataset
+from tests.browser import dump_dom, screenshot
 from tests.quality_tables import (
     action_counts,
     append,
@@ -26,34 +25,6 @@ from tests.quality_tables import (
 )
 
 START = 1_709_251_200  # 2024-03-01T00:00:00Z
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
-
-
-def chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.fail(
-        "headless Chromium is required for the Data Docs test and was not found on PATH: "
-        "install it (Debian/Ubuntu: `apt-get install -y chromium`)"
-    )
-
-
-def run_chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, f"{command} failed: {result.stderr[-2000:]}"
-    return result
 
 
 class TableRows(HTMLParser):
@@ -119,11 +90,9 @@ def test_data_docs_index_shows_suites_and_latest_results(
     first, report = _validate_twice(config)
     index = report.data_docs_path
     assert index is not None and index.is_file()
-    profile = tmp_path / "chromium-profile"
 
-    dom = run_chromium(profile, "--dump-dom", index.as_uri()).stdout
-    screenshot = tmp_path / "data-docs.png"
-    run_chromium(profile, f"--screenshot={screenshot}", "--window-size=1280,900", index.as_uri())
+    dom = dump_dom(index)
+    shot = screenshot(index, tmp_path / "data-docs.png", window=(1280, 900))
 
     parser = TableRows()
     parser.feed(dom)
@@ -157,7 +126,7 @@ def test_data_docs_index_shows_suites_and_latest_results(
     assert len(results) - 1 == len(first_suites) + len(validated_suites)
     assert results[1][column["Run Name"]] == run_name
 
-    png = screenshot.read_bytes()
+    png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     assert (width, height) == (1280, 900)
