@@ -62,6 +62,9 @@ def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> S
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    # py4j logs every gateway connection it opens and closes at INFO, the last ones during
+    # interpreter shutdown (after logging's streams may be closed).
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
     from delta_tables.spark_source import ensure_delta_format
 
