@@ -33,7 +33,7 @@ from delta_tables.commit import (
     read_query_id,
     validate_replace_where,
 )
-from delta_tables.errors import DeltaOptionError, DeltaSchemaMismatchError
+from delta_tables.errors import DeltaOptionError
 from delta_tables.files import AddFile, add_file_from_parquet
 from delta_tables.maintenance import DEFAULT_CHECKPOINT_INTERVAL
 from delta_tables.predicate import to_sql
@@ -41,7 +41,7 @@ from delta_tables.scan import is_delta_table, local_path, open_table
 from delta_tables.schema import (
     HIVE_NULL,
     align_write_schema,
-    check_partition_columns,
+    resolve_partitioning,
     table_struct,
     unescape_path_name,
 )
@@ -54,38 +54,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TIMESTAMP_TYPE_KEY = "spark.sql.parquet.outputTimestampType"
-
-
-def resolve_partitioning(
-    requested: Sequence[str] | None,
-    existing: Sequence[str] | None,
-    target: StructType,
-    *,
-    replaces_schema: bool,
-    table_name: str,
-) -> tuple[str, ...]:
-    """The partition columns of a write: the table's, or the requested ones for a new table."""
-    if existing is None or replaces_schema:
-        chosen: Sequence[str] = requested if requested is not None else (existing or ())
-    else:
-        if requested is not None and tuple(requested) != tuple(existing):
-            raise DeltaSchemaMismatchError(
-                f"partitionBy {list(requested)} does not match the partition columns "
-                f"{list(existing)} of Delta table {table_name}; to change them, overwrite with "
-                "overwriteSchema=true"
-            )
-        chosen = existing
-    names = {n.lower(): n for n in target.fieldNames()}
-    resolved = []
-    for col in chosen:
-        if col.lower() not in names:
-            raise DeltaSchemaMismatchError(
-                f"partition column `{col}` is not a column of the data written to Delta table "
-                f"{table_name} [{', '.join(target.fieldNames())}]"
-            )
-        resolved.append(names[col.lower()])
-    check_partition_columns(target, resolved, table_name)
-    return tuple(resolved)
 
 
 @contextmanager

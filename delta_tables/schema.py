@@ -353,3 +353,36 @@ def partition_dir(partition_by: Sequence[str], values: Mapping[str, str | None])
 
 def is_string_like(dtype: DataType) -> bool:
     return isinstance(dtype, StringType | BinaryType)
+
+
+def resolve_partitioning(
+    requested: Sequence[str] | None,
+    existing: Sequence[str] | None,
+    target: StructType,
+    *,
+    replaces_schema: bool,
+    table_name: str,
+) -> tuple[str, ...]:
+    """The partition columns of a write: the table's, or the requested ones for a new table."""
+    if existing is None or replaces_schema:
+        chosen: Sequence[str] = requested if requested is not None else (existing or ())
+    else:
+        if requested is not None and tuple(requested) != tuple(existing):
+            raise DeltaSchemaMismatchError(
+                f"partitionBy {list(requested)} does not match the partition columns "
+                f"{list(existing)} of Delta table {table_name}; to change them, overwrite with "
+                "overwriteSchema=true"
+            )
+        chosen = existing
+    # Spark resolves column names case-insensitively: use the data's spelling.
+    names = {n.lower(): n for n in target.fieldNames()}
+    resolved = []
+    for col in chosen:
+        if col.lower() not in names:
+            raise DeltaSchemaMismatchError(
+                f"partition column `{col}` is not a column of the data written to Delta table "
+                f"{table_name} [{', '.join(target.fieldNames())}]"
+            )
+        resolved.append(names[col.lower()])
+    check_partition_columns(target, resolved, table_name)
+    return tuple(resolved)

@@ -86,7 +86,7 @@ from delta_tables.scan import (
 )
 from delta_tables.schema import (
     align_write_schema,
-    check_partition_columns,
+    resolve_partitioning,
     strip_metadata,
     struct_from_delta_json,
     table_struct,
@@ -540,19 +540,13 @@ def plan_write(options: Options, data_schema: StructType, overwrite: bool) -> Wr
         overwrite_schema=overwrite_schema and overwrite,
     )
     requested = options.columns("partitionBy")
-    existing_partitions = tuple(dt.metadata().partition_columns) if dt is not None else ()
-    if dt is None or (overwrite and overwrite_schema):
-        partition_by = requested if requested is not None else existing_partitions
-    else:
-        if requested is not None and tuple(requested) != existing_partitions:
-            raise DeltaSchemaMismatchError(
-                f"partitionBy {list(requested)} does not match the partition columns "
-                f"{list(existing_partitions)} of Delta table {path}; to change them, overwrite "
-                "with option overwriteSchema=true"
-            )
-        partition_by = existing_partitions
-    partition_by = _resolve_case(partition_by, layout.target, path)
-    check_partition_columns(layout.target, partition_by, path)
+    partition_by = resolve_partitioning(
+        requested,
+        tuple(dt.metadata().partition_columns) if dt is not None else None,
+        layout.target,
+        replaces_schema=overwrite and overwrite_schema,
+        table_name=path,
+    )
     if replace_where:
         validate_replace_where(replace_where, layout.target, path)
     configuration = dict(dt.metadata().configuration) if dt is not None else {}
@@ -577,19 +571,6 @@ def plan_write(options: Options, data_schema: StructType, overwrite: bool) -> Wr
         user_metadata=options.get("userMetadata") or None,
         checkpoint_interval=DEFAULT_CHECKPOINT_INTERVAL if interval is None else interval,
     )
-
-
-def _resolve_case(columns: Sequence[str], struct: StructType, path: str) -> tuple[str, ...]:
-    names = {n.lower(): n for n in struct.fieldNames()}
-    resolved = []
-    for col in columns:
-        if col.lower() not in names:
-            raise DeltaSchemaMismatchError(
-                f"partition column `{col}` is not a column of the data written to Delta table "
-                f"{path} [{', '.join(struct.fieldNames())}]"
-            )
-        resolved.append(names[col.lower()])
-    return tuple(resolved)
 
 
 def write_task(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> DeltaCommitMessage:

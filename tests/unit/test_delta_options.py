@@ -72,3 +72,34 @@ def test_plan_write_validates_before_any_task_runs(tmp_path: Path) -> None:
         Options({**path, "partitionBy": "name", "overwriteSchema": "true"}), SCHEMA, overwrite=True
     )
     assert replaced.partition_by == ("name",)
+
+
+def test_partitioning_of_new_existing_and_replaced_tables() -> None:
+    """One rule for the data source and the fast path (`resolve_partitioning`)."""
+    from delta_tables.schema import resolve_partitioning
+
+    def resolve(
+        requested: tuple[str, ...] | None, existing: tuple[str, ...] | None, replaces: bool = False
+    ) -> tuple[str, ...]:
+        return resolve_partitioning(
+            requested, existing, SCHEMA, replaces_schema=replaces, table_name="/t"
+        )
+
+    assert resolve(("DAY",), None) == ("day",)  # new table: requested, data's spelling
+    assert resolve(None, None) == ()
+    assert resolve(None, ("day",)) == ("day",)  # existing table: its own partitioning
+    assert resolve(("day",), ("day",)) == ("day",)
+    assert resolve(("name",), ("day",), replaces=True) == ("name",)
+    assert resolve(None, ("day",), replaces=True) == ("day",)
+    with pytest.raises(
+        DeltaSchemaMismatchError,
+        match=r"partitionBy \['name'\] does not match the partition columns \['day'\] of Delta "
+        r"table /t; to change them, overwrite with overwriteSchema=true",
+    ):
+        resolve(("name",), ("day",))
+    with pytest.raises(
+        DeltaSchemaMismatchError,
+        match=r"partition column `zone` is not a column of the data written to Delta table /t "
+        r"\[id, name, day\]",
+    ):
+        resolve(("zone",), None)
