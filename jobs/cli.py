@@ -198,6 +198,10 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+# Commands that only read the home (a missing home is an empty one for them).
+READ_ONLY_COMMANDS = frozenset({"status"})
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(
         prog="runoff",
@@ -228,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         config = RunoffConfig.from_sources(home=args.home, verbose=args.verbose)
+        if args.command not in READ_ONLY_COMMANDS:
+            config.ensure_home()
         return handler_for(args.command)(config, args)
     except KeyboardInterrupt:
         print("runoff: interrupted", file=sys.stderr)

@@ -84,6 +84,22 @@ class RunoffConfig:
     def with_changes(self, **changes: Any) -> RunoffConfig:
         return replace(self, **changes)
 
+    def ensure_home(self) -> None:
+        """Create the home directory if needed; one clear error when it cannot be used."""
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise ConfigError(
+                f"home {str(self.home)!r} cannot be created ({reason}): choose another with "
+                "--home or RUNOFF_HOME"
+            ) from exc
+        if not os.access(self.home, os.R_OK | os.W_OK | os.X_OK):
+            raise ConfigError(
+                f"home {str(self.home)!r} is not readable and writable by this user: choose "
+                "another with --home or RUNOFF_HOME"
+            )
+
     # -- home directory layout -------------------------------------------------------------
     @property
     def landing_root(self) -> Path:

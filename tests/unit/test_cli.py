@@ -7,6 +7,7 @@ the rest (no Spark).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -164,6 +165,31 @@ def test_home_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFi
     code, out, err = run(capsys, "--home", str(not_a_dir), "generate", "events")
     assert (code, out) == (2, "")
     assert err == f"runoff: error: home {str(not_a_dir)!r} exists and is not a directory\n"
+
+
+@pytest.mark.parametrize("command", [["bronze", "events"], ["maintain", "events"]])
+def test_home_that_cannot_be_created_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where a folder of the home belongs")
+    home = blocker / "home"
+    code, out, err = run(capsys, "--home", str(home), *command)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"runoff: error: home {str(home)!r} cannot be created (Not a directory): choose another "
+        "with --home or RUNOFF_HOME\n"
+    )
+
+
+def test_status_of_a_missing_home_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "nowhere"
+    code, out, _ = run(capsys, "--home", str(home), "status", "events", "--json")
+    assert code == 0
+    assert [t["version"] for t in json.loads(out)["tables"]] == [None] * 4
+    assert not home.exists()
 
 
 def test_landing_that_cannot_be_written_is_one_line(
