@@ -285,8 +285,14 @@ def recorded_run(runs_path: Path, record: RunRecord) -> Iterator[RunRecord]:
         record.finish(status, first_line(exc))
         try:
             append_run(runs_path, record)
-        except Exception:
-            logger.exception("could not record the failed run %s in %s", record.run_id, runs_path)
+        except Exception as ledger_error:  # the run's own error is the one to raise
+            logger.warning(
+                "could not record the failed run %s in %s: %s",
+                record.run_id,
+                runs_path,
+                first_line(ledger_error),
+                exc_info=logger.isEnabledFor(logging.DEBUG),
+            )
         raise
     record.finish("success")
     append_run(runs_path, record)
