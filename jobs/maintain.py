@@ -1,7 +1,9 @@
-"""`runoff maintain <dataset>`: compact, checkpoint and vacuum every table of a dataset.
+"""`runoff maintain <dataset>`: compact, checkpoint and vacuum every table of a dataset, and prune
+its old Great Expectations validation results.
 
-Input: the dataset's Delta tables (bronze, quarantine, every silver table) and the run ledger
-`delta/ops/runs` (shared by all datasets; one commit per run makes many small files). Output, per
+Input: the dataset's Delta tables (bronze, quarantine, every silver table), the run ledger
+`delta/ops/runs` (shared by all datasets; one commit per run makes many small files) and the
+validation results of the dataset's suites in the GX project `<home>/quality/gx`. Output, per
 table, with delta-rs (`delta_tables.maintenance`), no Spark:
 1. compaction (`optimize.compact`): small files rewritten into larger ones, a `dataChange=false`
    commit that streaming readers skip, so the contents are unchanged;
@@ -13,13 +15,19 @@ table, with delta-rs (`delta_tables.maintenance`), no Spark:
    datasets in parallel): a second one skips it;
 3. a Delta checkpoint at the final version (unless one is already there), so opening the table
    replays no JSON commit.
-A second run right after the first changes nothing (no new version).
-One line per table (data files before and after, version, checkpoint, files and bytes removed)
-and one ledger row (layer "maintain").
+Then the dataset's validation results (`quality.retention`): every validate run stores one GX
+result per suite and renders one Data Docs page for it; results older than the same retention
+(`RUNOFF_VACUUM_RETENTION_HOURS`) are removed with their pages, except the newest result of each
+suite, and the Data Docs index is rebuilt so that it links no removed page. Other datasets'
+results are not touched; the trends stay in the results history table `quality/results`.
+A second run right after the first changes nothing (no new version, no file of the GX project).
+One line per table (data files before and after, version, checkpoint, files and bytes removed),
+one for the validation results (removed, kept) and one ledger row (layer "maintain").
 
 Concurrency: holds the dataset's bronze and silver checkpoint locks, so no run of the dataset
 writes while files are compacted or deleted (with a short retention a vacuum could otherwise
-remove a running batch's files before they are committed).
+remove a running batch's files before they are committed); the validation results are pruned
+under the quality project's lock, so no validate run builds Data Docs meanwhile.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from jobs.console import say
 from jobs.ledger import RunRecord
 from jobs.locking import checkpoint_lock
 from jobs.status import TableRef, dataset_tables
+from quality.retention import prune_validation_results
 
 LEDGER_MIN_RETENTION_HOURS = 1
 
@@ -164,6 +173,8 @@ def run_maintain(
         for table in tables:
             results.append(maintain_table(table.name, table.path, retention))
             report(results[-1].line())
+        quality = prune_validation_results(config.quality_dir, dataset, retention)
+        report(quality.line())
         ledger = maintain_ledger(config, max(retention, LEDGER_MIN_RETENTION_HOURS), dataset)
         if ledger is None:
             report("maintain ops_runs: another maintain is at it right now, skipped")
@@ -176,6 +187,7 @@ def run_maintain(
         record.details = {
             "retention_hours": retention,
             "tables": {r.table: asdict(r) for r in results},
+            "quality_results": asdict(quality),
         }
     done = [r for r in results if r.exists]
     report(
