@@ -180,7 +180,11 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] 
         "table versions, row counts, checkpoints and last runs",
         _status_args,
     ),
-    "maintain": ("jobs.maintain", "compact, checkpoint and vacuum every table", _dataset_only),
+    "maintain": (
+        "jobs.maintain",
+        "compact, checkpoint and vacuum every table; prune old quality results",
+        _dataset_only,
+    ),
     "reset": ("jobs.reset", "full refresh: delete a layer's tables and checkpoints", _reset_args),
     "report": ("jobs.report", "write a self-contained HTML report with charts", _dataset_only),
     "demo": ("jobs.demo", "sample data for every dataset, full run, summary", _no_args),

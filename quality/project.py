@@ -13,6 +13,9 @@ one shared `RunIdentifier` and rebuilds the Data Docs once for the new results.
 from __future__ import annotations
 
 import copy
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,3 +86,16 @@ def batch_definition(context: FileDataContext, asset_name: str) -> BatchDefiniti
 def data_docs_index(quality_dir: Path) -> Path:
     """Path of the local Data Docs site's index.html (GX's default site layout)."""
     return quality_dir / "gx" / "uncommitted" / "data_docs" / SITE / "index.html"
+
+
+@contextmanager
+def project_lock(quality_dir: Path) -> Iterator[None]:
+    """Serialise the writers of the GX project (validate runs, results pruning): they share its
+    files and the Data Docs index. Blocks until the holder is done."""
+    quality_dir.mkdir(parents=True, exist_ok=True)
+    with open(quality_dir / ".validate.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

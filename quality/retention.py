@@ -136,10 +136,10 @@ def prune_validation_results(
     dataset_info(dataset)
     if not (quality_dir / PROJECT_CONFIG).is_file():
         return ResultsPruning(dataset, exists=False, retention_hours=retention_hours)
-    from quality.runner import _project_lock
+    from quality.project import project_lock
 
     cutoff = (now or datetime.now(UTC)) - timedelta(hours=retention_hours)
-    with _project_lock(quality_dir):
+    with project_lock(quality_dir):
         return _prune(quality_dir, dataset, retention_hours, cutoff)
 
 

@@ -16,11 +16,9 @@ names the table, its version and the expectation); warnings are only reported.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import math
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -223,18 +221,6 @@ def describe_observed(result: dict[str, Any], exception: dict[str, Any] | None =
 
 
 # -- the run ------------------------------------------------------------------------------------
-@contextmanager
-def _project_lock(quality_dir: Path) -> Iterator[None]:
-    """Serialise validate runs: they share the GX project files and the Data Docs index."""
-    quality_dir.mkdir(parents=True, exist_ok=True)
-    with open(quality_dir / ".validate.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _layers(layers: Sequence[str]) -> tuple[str, ...]:
     chosen = tuple(dict.fromkeys(layers))
     for layer in chosen:
@@ -260,11 +246,13 @@ def validate_dataset(
     Never raises on failed expectations: look at `.passed` / `.critical_failures`. Records the
     run in the results history and the run ledger (also when it crashes).
     """
+    from quality.project import project_lock
+
     dataset_info(dataset)
     chosen = _layers(layers)
     record = RunRecord(dataset=dataset, layer="validate", trigger="full" if full else "incremental")
     try:
-        with _project_lock(config.quality_dir):
+        with project_lock(config.quality_dir):
             report = _validate(config, dataset, chosen, full, record)
     except Exception as exc:
         record.finish("failed", error=f"{type(exc).__name__}: {exc}".splitlines()[0])
