@@ -11,12 +11,14 @@ import argparse
 import importlib
 import importlib.util
 import logging
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from typing import NoReturn
 
+from jobs import interrupts
 from jobs.catalog import DATASET_NAMES
 from jobs.config import RunoffConfig
 from jobs.errors import RunoffError
@@ -234,25 +236,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    previous = interrupts.install()
     try:
         config = RunoffConfig.from_sources(home=args.home, verbose=args.verbose)
         if args.command not in READ_ONLY_COMMANDS:
             config.ensure_home()
         return handler_for(args.command)(config, args)
-    except KeyboardInterrupt:
-        print("runoff: interrupted", file=sys.stderr)
+    except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - one clear line, an exit code
+        return _report(exc, args.verbose)
+    finally:
+        interrupts.restore(previous)
+
+
+def _report(exc: BaseException, verbose: bool) -> int:
+    """The CLI's last line of defence: one clear line on stderr, and the exit code."""
+    resume = "the next run resumes from the checkpoint"
+    # SIGTERM first, whatever py4j made of the interrupt it raised.
+    if interrupts.received():
+        print(f"runoff: terminated (SIGTERM); {resume}", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    if isinstance(exc, KeyboardInterrupt):
+        print(f"runoff: interrupted; {resume}", file=sys.stderr)
         return 130
-    except RunoffError as exc:
-        if args.verbose:
-            traceback.print_exc()
+    if verbose:
+        traceback.print_exception(exc)
+    if isinstance(exc, RunoffError):
         print(f"runoff: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence: one clear line
-        if args.verbose:
-            traceback.print_exc()
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(f"runoff: error: {type(exc).__name__}: {detail}", file=sys.stderr)
-        return 1
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    print(f"runoff: error: {type(exc).__name__}: {detail}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs import interrupts
 from jobs.console import say
 from jobs.errors import ConfigError, RunoffError
 from jobs.ledger import RunRecord, append_run
@@ -281,8 +282,12 @@ def recorded_run(runs_path: Path, record: RunRecord) -> Iterator[RunRecord]:
     try:
         yield record
     except BaseException as exc:
-        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        record.finish(status, first_line(exc))
+        if interrupts.received():
+            record.finish("interrupted", "terminated by SIGTERM")
+        elif isinstance(exc, KeyboardInterrupt):
+            record.finish("interrupted", "interrupted (Ctrl-C)")
+        else:
+            record.finish("failed", first_line(exc))
         try:
             append_run(runs_path, record)
         except Exception as ledger_error:  # the run's own error is the one to raise

@@ -77,6 +77,20 @@ def kill_group(process: subprocess.Popen[str]) -> None:
     process.wait(timeout=60)
 
 
+def group_ends(pgid: int, timeout: float) -> bool:
+    """Wait until no process of the group is left (the JVM follows its driver out)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.5)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    return False
+
+
 def wait_for_batches(lines: queue.Queue[str | None], count: int, log: list[str]) -> bool:
     """Wait until `count` batch lines were printed; False if the run ended first."""
     seen = 0
@@ -138,3 +152,29 @@ def test_sigkill_at_random_moments_then_finish_ingests_every_line_once(tmp_path:
         assert f.path.exists() != (archived / f.path.relative_to(landing)).exists(), f.path
     valid, malformed, _ = expected.counts(files)
     print(f"{len(files)} files, {valid} records, {malformed} malformed lines: exactly once")
+
+
+def test_sigterm_ends_the_run_as_interrupted_and_the_next_run_finishes(tmp_path: Path) -> None:
+    """SIGTERM (Airflow, systemd, `docker stop`) mid-run: exit 143, one clear line, an
+    `interrupted` ledger row, the lock released, and nothing lost or duplicated afterwards."""
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    files = land(config, "events", files=4, seed=1)
+    process = start_bronze(config.home)
+    assert process.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=pump, args=(process.stdout, lines), daemon=True).start()
+    log: list[str] = []
+    assert wait_for_batches(lines, 1, log), log
+    process.send_signal(signal.SIGTERM)  # the driver only, as a supervisor does
+    assert process.wait(timeout=120) == 128 + signal.SIGTERM, log
+    log += [line for line in iter(lines.get, None)]
+    assert log[-1] == "runoff: terminated (SIGTERM); the next run resumes from the checkpoint"
+    assert group_ends(process.pid, timeout=60), "the JVM outlived the terminated driver"
+    last = read_runs(config.runs_path, "events")[-1]
+    assert (last["status"], last["error"]) == ("interrupted", "terminated by SIGTERM")
+
+    final = start_bronze(config.home)
+    output, _ = final.communicate(timeout=RUN_TIMEOUT_S)
+    assert final.returncode == 0, output
+    assert_tables_hold_exactly(config, "events", files)
+    assert read_runs(config.runs_path, "events")[-1]["status"] == "success"

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import time
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jobs import cli
+from jobs import cli, interrupts
 from jobs import console as console_module
 from jobs.cli import main
 from jobs.config import RunoffConfig
@@ -238,7 +242,11 @@ def fake_command(error: Exception) -> cli.Handler:
         (ConfigError("RUNOFF_X='y' is bad"), 2, "runoff: error: RUNOFF_X='y' is bad"),
         (LockHeldError("held by pid 42"), 3, "runoff: error: held by pid 42"),
         (ValueError("boom\nsecond line"), 1, "runoff: error: ValueError: boom"),
-        (KeyboardInterrupt(), 130, "runoff: interrupted"),
+        (
+            KeyboardInterrupt(),
+            130,
+            "runoff: interrupted; the next run resumes from the checkpoint",
+        ),
     ],
 )
 def test_errors_become_one_line_and_an_exit_code(
@@ -251,6 +259,51 @@ def test_errors_become_one_line_and_an_exit_code(
 ) -> None:
     monkeypatch.setattr(cli, "handler_for", lambda command: fake_command(error))  # type: ignore[arg-type]
     assert run(capsys, "--home", str(home), "generate", "events") == (code, "", line + "\n")
+
+
+def sigterm_command(wrap: bool) -> Callable[[object, object], int]:
+    """A command that receives SIGTERM; with `wrap`, the interrupt is re-raised as another error
+    (as py4j does when the signal arrives while the driver waits for the JVM)."""
+
+    def handler(config: object, args: object) -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises before this returns
+        except interrupts.Terminated as exc:
+            if wrap:
+                raise RuntimeError("Answer from Java side is empty") from exc
+            raise
+        return 0
+
+    return handler
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_sigterm_is_one_line_and_exit_143(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, wrap: bool
+) -> None:
+    monkeypatch.setattr(cli, "handler_for", lambda command: sigterm_command(wrap))
+    assert run(capsys, "--home", str(home), "generate", "events") == (
+        143,
+        "",
+        "runoff: terminated (SIGTERM); the next run resumes from the checkpoint\n",
+    )
+
+
+def test_sigterm_handler_is_installed_only_while_main_runs(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[object] = []
+
+    def handler(config: object, args: object) -> int:
+        seen.append(signal.getsignal(signal.SIGTERM))
+        return 0
+
+    monkeypatch.setattr(cli, "handler_for", lambda command: handler)
+    before = signal.getsignal(signal.SIGTERM)
+    assert run(capsys, "--home", str(home), "generate", "events")[0] == 0
+    assert seen == [interrupts._on_sigterm]
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 def test_verbose_adds_the_traceback(

@@ -1,0 +1,45 @@
+"""SIGTERM (Airflow, systemd, `docker stop`) ends a run like Ctrl-C: recorded as `interrupted`.
+
+The CLI installs `install()` for the duration of a command. The handler remembers the signal and
+raises `Terminated` (a `KeyboardInterrupt`, so `except Exception` blocks let it through and the
+checkpoint locks are released on the way out). py4j turns an interrupt that arrives while the
+driver waits for the JVM into its own network error, so the ledger and the CLI ask `received()`
+rather than trusting the exception's type. The checkpoint is untouched by an interrupted batch:
+the next run replays it (exactly once, as after a crash).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+_received: list[int] = []
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread when SIGTERM arrives."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    raise Terminated
+
+
+def install() -> Any:
+    """Handle SIGTERM (main thread only); returns the handler to give back to `restore`."""
+    _received.clear()
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def restore(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def received() -> bool:
+    """True once SIGTERM arrived during the current command."""
+    return bool(_received)
