@@ -77,6 +77,15 @@ def kill_group(process: subprocess.Popen[str]) -> None:
     process.wait(timeout=60)
 
 
+def drain(lines: queue.Queue[str | None], timeout: float) -> list[str]:
+    """The rest of a finished run's output (up to the end-of-output marker)."""
+    rest: list[str] = []
+    deadline = time.monotonic() + timeout
+    while (line := lines.get(timeout=max(0.1, deadline - time.monotonic()))) is not None:
+        rest.append(line)
+    return rest
+
+
 def group_ends(pgid: int, timeout: float) -> bool:
     """Wait until no process of the group is left (the JVM follows its driver out)."""
     deadline = time.monotonic() + timeout
@@ -120,6 +129,7 @@ def test_sigkill_at_random_moments_then_finish_ingests_every_line_once(tmp_path:
         lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=pump, args=(process.stdout, lines), daemon=True).start()
         log: list[str] = []
+        output_ended = False
         if rng.random() < EARLY_KILL_SHARE:
             after = rng.uniform(0.5, 12.0)
             moment = f"{after:.1f} s after the start"
@@ -131,10 +141,12 @@ def test_sigkill_at_random_moments_then_finish_ingests_every_line_once(tmp_path:
             moment = f"{delay:.1f} s after the first batch line"
             if wait_for_batches(lines, 1, log):
                 time.sleep(delay)
+            else:  # it ended without a batch (nothing new to ingest), output read to the end
+                output_ended = True
         ended = process.poll()
         kill_group(process)
         if ended is not None:  # it finished before the kill: it must have succeeded
-            rest = list(iter(lines.get, None))
+            rest = [] if output_ended else drain(lines, timeout=60)
             assert ended == 0, [*log, *rest]
         print(f"run {attempt}: killed {moment} (exit {process.returncode}); last: {log[-1:]}")
         if attempt % 2:  # new files keep arriving between crashes
@@ -167,7 +179,7 @@ def test_sigterm_ends_the_run_as_interrupted_and_the_next_run_finishes(tmp_path:
     assert wait_for_batches(lines, 1, log), log
     process.send_signal(signal.SIGTERM)  # the driver only, as a supervisor does
     assert process.wait(timeout=120) == 128 + signal.SIGTERM, log
-    log += [line for line in iter(lines.get, None)]
+    log += drain(lines, timeout=60)
     assert log[-1] == "runoff: terminated (SIGTERM); the next run resumes from the checkpoint"
     assert group_ends(process.pid, timeout=60), "the JVM outlived the terminated driver"
     last = read_runs(config.runs_path, "events")[-1]
