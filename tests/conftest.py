@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,29 @@ def console_follows_stdout() -> Iterator[None]:
 
     yield
     assert console._file is None, f"a test left the console writing to {console._file!r}"
+
+
+@pytest.fixture
+def console_output(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+    """What runoff's rich console prints, 200 columns wide (read it with `take_output`).
+
+    Patched on `_file`, not the `file` property: undoing a patch of `file` would pin the console
+    to the stream pytest had installed at that moment, and later tests would never see output.
+    """
+    from jobs.console import console
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(console, "_file", buffer)
+    monkeypatch.setattr(console, "width", 200)
+    yield buffer
+
+
+def take_output(buffer: io.StringIO) -> str:
+    """Everything printed since the last call (the buffer is emptied)."""
+    text = buffer.getvalue()
+    buffer.seek(0)
+    buffer.truncate()
+    return text
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ status and message, and that clean data passes. Expected counts come from the in
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,11 +17,11 @@ from delta_tables.arrow import read_arrow
 from jobs.catalog import CATALOG, DATASET_NAMES
 from jobs.cli import main
 from jobs.config import RunoffConfig
-from jobs.console import console
 from jobs.ledger import read_runs
 from quality.history import read_results
 from quality.runner import ValidationReport, results_path, validate_dataset
 from quality.suites import dataset_tables
+from tests.conftest import take_output
 from tests.quality_tables import (
     action_counts,
     append,
@@ -36,26 +35,6 @@ from tests.quality_tables import (
 )
 
 START = 1_709_251_200  # 2024-03-01T00:00:00Z
-
-
-@pytest.fixture
-def stdout(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
-    """What the rich console prints.
-
-    Patched on `_file`, not the `file` property: undoing a patch of `file` would pin the console
-    to the stream pytest had installed at that moment, and later tests would never see output.
-    """
-    buffer = io.StringIO()
-    monkeypatch.setattr(console, "_file", buffer)
-    monkeypatch.setattr(console, "width", 200)
-    yield buffer
-
-
-def _take(buffer: io.StringIO) -> str:
-    text = buffer.getvalue()
-    buffer.seek(0)
-    buffer.truncate()
-    return text
 
 
 def _clean_events(config: RunoffConfig) -> None:
@@ -81,12 +60,12 @@ def _failures(report: ValidationReport) -> list[tuple[str, str, str]]:
 
 
 def test_clean_data_passes_and_a_second_run_finds_no_new_data(
-    home: Path, config: RunoffConfig, stdout: io.StringIO
+    home: Path, config: RunoffConfig, console_output: io.StringIO
 ) -> None:
     _clean_events(config)
 
     assert main(["--home", str(home), "validate", "events"]) == 0
-    out = _take(stdout)
+    out = take_output(console_output)
     index = config.quality_dir / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     assert f"Data Docs: {index}" in out
     assert index.is_file()
@@ -106,7 +85,7 @@ def test_clean_data_passes_and_a_second_run_finds_no_new_data(
     }
 
     assert main(["--home", str(home), "validate", "events"]) == 0
-    out = _take(stdout)
+    out = take_output(console_output)
     paths = {
         "bronze_events": config.bronze_path("events"),
         "events_action_hourly": config.silver_path("events_action_hourly"),
@@ -122,7 +101,10 @@ def test_clean_data_passes_and_a_second_run_finds_no_new_data(
 
 
 def test_a_null_action_fails_the_run_with_exit_status_1(
-    home: Path, config: RunoffConfig, stdout: io.StringIO, capsys: pytest.CaptureFixture[str]
+    home: Path,
+    config: RunoffConfig,
+    console_output: io.StringIO,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     _clean_events(config)
     assert main(["--home", str(home), "validate", "events", "--layer", "bronze"]) == 0
@@ -133,7 +115,7 @@ def test_a_null_action_fails_the_run_with_exit_status_1(
 
     assert main(["--home", str(home), "validate", "events", "--layer", "bronze"]) == 1
     err = capsys.readouterr().err
-    summary = [line for line in _take(stdout).splitlines() if "FAIL" in line]
+    summary = [line for line in take_output(console_output).splitlines() if "FAIL" in line]
     assert len(summary) == 1 and "column_values_to_not_be_null(action)" in summary[0]
     assert err.strip() == (
         f"runoff: error: critical expectation failed on bronze_events at version {version}: "
@@ -306,10 +288,10 @@ def test_clean_tables_of_every_dataset_pass(config: RunoffConfig, dataset: str) 
 
 
 def test_nothing_to_validate_is_not_an_error(
-    home: Path, config: RunoffConfig, stdout: io.StringIO
+    home: Path, config: RunoffConfig, console_output: io.StringIO
 ) -> None:
     assert main(["--home", str(home), "validate", "events"]) == 0
-    out = _take(stdout)
+    out = take_output(console_output)
     assert out.count("table does not exist yet") == 2 * len(dataset_tables("events"))
     assert read_results(results_path(config)) == []
     assert [r["status"] for r in read_runs(config.runs_path, "events")] == ["success"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,11 +20,11 @@ import pytest
 from jobs.catalog import DATASET_NAMES
 from jobs.cli import main
 from jobs.config import RunoffConfig
-from jobs.console import console
 from jobs.ledger import read_runs
 from quality.retention import dataset_suites, expired_results, prune_validation_results
 from quality.runner import LAYERS, validate_dataset
 from quality.suites import dataset_tables
+from tests.conftest import take_output
 from tests.quality_tables import (
     action_counts,
     append,
@@ -121,22 +121,6 @@ def build_tables(config: RunoffConfig) -> None:
     )
     append_bronze(config.bronze_path("lines"), clean_bronze("lines"))
     append(config.silver_path("lines_word_counts"), clean_silver("lines_word_counts"))
-
-
-@pytest.fixture
-def stdout(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
-    """What the rich console prints (patched on `_file`; see tests/integration/test_quality.py)."""
-    buffer = io.StringIO()
-    monkeypatch.setattr(console, "_file", buffer)
-    monkeypatch.setattr(console, "width", 200)
-    yield buffer
-
-
-def _take(buffer: io.StringIO) -> str:
-    text = buffer.getvalue()
-    buffer.seek(0)
-    buffer.truncate()
-    return text
 
 
 def test_suites_of_a_dataset_are_the_suites_of_its_tables() -> None:
@@ -239,12 +223,13 @@ def test_prune_without_a_quality_project_does_nothing(config: RunoffConfig) -> N
 
 
 def test_maintain_prunes_the_dataset_results(
-    home: Path, monkeypatch: pytest.MonkeyPatch, stdout: io.StringIO
+    home: Path, monkeypatch: pytest.MonkeyPatch, console_output: io.StringIO
 ) -> None:
     monkeypatch.delenv("RUNOFF_VACUUM_RETENTION_HOURS", raising=False)  # the default: 168 h
     config = RunoffConfig.from_sources(home=home, env={})
     assert main(["--home", str(home), "maintain", "events"]) == 0
-    assert "maintain quality results: no validation results yet, nothing to do" in _take(stdout)
+    out = take_output(console_output)
+    assert "maintain quality results: no validation results yet, nothing to do" in out
     assert not config.quality_dir.exists()
 
     build_tables(config)
@@ -252,10 +237,10 @@ def test_maintain_prunes_the_dataset_results(
     first = validate_at(monkeypatch, config, "events", now - timedelta(days=10))
     lines = validate_at(monkeypatch, config, "lines", now - timedelta(days=10))
     last = validate_at(monkeypatch, config, "events", now - timedelta(days=9), layers=("bronze",))
-    _take(stdout)
+    take_output(console_output)
 
     assert main(["--home", str(home), "maintain", "events"]) == 0
-    out = _take(stdout)
+    out = take_output(console_output)
     assert "maintain quality results: 1 old validation result removed (kept 3)\n" in out
     kept = {last.result("bronze_events"), *(first.result(s) for s in EVENTS_SILVER_SUITES)}
     lines_results = {lines.result(s) for s in LINES_SUITES}
@@ -275,5 +260,6 @@ def test_maintain_prunes_the_dataset_results(
     # A second maintain changes nothing in the GX project.
     before = snapshot(config.quality_dir / "gx")
     assert main(["--home", str(home), "maintain", "events"]) == 0
-    assert "maintain quality results: 0 old validation results removed (kept 3)\n" in _take(stdout)
+    out = take_output(console_output)
+    assert "maintain quality results: 0 old validation results removed (kept 3)\n" in out
     assert snapshot(config.quality_dir / "gx") == before
