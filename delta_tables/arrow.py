@@ -33,13 +33,29 @@ def plain_types(data: pa.Table) -> pa.Table:
     return data.cast(pa.schema(fields))
 
 
-def read_arrow(table: DeltaTable | str, columns: Sequence[str] | None = None) -> pa.Table:
-    """All rows of a snapshot (optionally some columns) as an Arrow table with plain types."""
+def quote_name(column: str) -> str:
+    """A column name as a SQL identifier."""
+    return '"' + column.replace('"', '""') + '"'
+
+
+def equals(column: str, value: str | bool) -> str:
+    """A SQL condition `column = value` for `read_arrow(where=...)`, the value quoted."""
+    if isinstance(value, bool):
+        return f"{quote_name(column)} = {str(value).lower()}"
+    return f"{quote_name(column)} = '" + value.replace("'", "''") + "'"
+
+
+def read_arrow(
+    table: DeltaTable | str, columns: Sequence[str] | None = None, where: Sequence[str] = ()
+) -> pa.Table:
+    """The rows of a snapshot (optionally some columns, rows matching every SQL condition of
+    `where`) as an Arrow table with plain types; DataFusion prunes files by their statistics."""
     from deltalake import DeltaTable, QueryBuilder
 
     snapshot = table if isinstance(table, DeltaTable) else DeltaTable(table)
-    select = ", ".join('"' + c.replace('"', '""') + '"' for c in columns) if columns else "*"
-    reader = QueryBuilder().register("t", snapshot).execute(f"SELECT {select} FROM t")
+    select = ", ".join(quote_name(c) for c in columns) if columns else "*"
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
+    reader = QueryBuilder().register("t", snapshot).execute(f"SELECT {select} FROM t{condition}")
     return plain_types(pa.table(reader.read_all()))
 
 

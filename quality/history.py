@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 
-from delta_tables.arrow import read_arrow
+from delta_tables.arrow import equals, read_arrow
 from quality.increments import Watermark
 
 RESULTS_SCHEMA = pa.schema(
@@ -82,28 +81,21 @@ def append_results(path: Path, rows: Sequence[ResultRow]) -> None:
         table.create_checkpoint()
 
 
-def _read(path: Path, filter_: ds.Expression | None, columns: list[str] | None) -> pa.Table:
+def _read(path: Path, where: list[str], columns: list[str] | None) -> pa.Table:
     from deltalake import DeltaTable
 
     if not DeltaTable.is_deltatable(str(path)):
         return RESULTS_SCHEMA.empty_table().select(columns or RESULTS_SCHEMA.names)
-    data = read_arrow(str(path))
-    if filter_ is not None:
-        data = data.filter(filter_)
-    return data.select(columns) if columns else data
+    return read_arrow(str(path), columns, where)
 
 
 def read_results(
     path: Path, dataset: str | None = None, table: str | None = None
 ) -> list[dict[str, Any]]:
     """History rows (optionally of one dataset / table), oldest first."""
-    filter_: ds.Expression | None = None
-    if dataset is not None:
-        filter_ = ds.field("dataset") == dataset
-    if table is not None:
-        term = ds.field("table") == table
-        filter_ = term if filter_ is None else filter_ & term
-    rows: list[dict[str, Any]] = _read(path, filter_, None).to_pylist()
+    wanted = {"dataset": dataset, "table": table}
+    where = [equals(column, value) for column, value in wanted.items() if value is not None]
+    rows: list[dict[str, Any]] = _read(path, where, None).to_pylist()
     return sorted(rows, key=lambda r: (r["validated_at"], r["table"]))
 
 
@@ -111,7 +103,7 @@ def last_validated(path: Path, dataset: str) -> dict[str, Watermark]:
     """Per table of `dataset`: the version and table id of its last successful validation."""
     data = _read(
         path,
-        (ds.field("dataset") == dataset) & (ds.field("table_passed") == True),  # noqa: E712
+        [equals("dataset", dataset), equals("table_passed", True)],
         ["table", "table_id", "to_version", "validated_at"],
     )
     latest: dict[str, tuple[datetime, int, str]] = {}

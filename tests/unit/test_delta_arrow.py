@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from delta_tables.arrow import count_rows, read_arrow
+from delta_tables.arrow import count_rows, equals, read_arrow
 from tests.conftest import REPO_ROOT
 
 ROWS = [{"id": i, "name": f"n{i}", "blob": bytes([i])} for i in range(5)]
@@ -56,3 +56,18 @@ def test_a_process_that_read_a_table_exits_cleanly(tmp_path: Path) -> None:
             [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
         )
         assert (done.returncode, done.stdout, done.stderr) == (0, "5\n", "")
+
+
+def test_where_conditions_select_rows_and_quote_values(tmp_path: Path) -> None:
+    schema = pa.schema([("name", pa.string()), ("ok", pa.bool_()), ("n", pa.int64())])
+    rows = [
+        {"name": "it's", "ok": True, "n": 1},
+        {"name": "it's", "ok": False, "n": 2},
+        {"name": "other", "ok": True, "n": 3},
+    ]
+    write_deltalake(str(tmp_path / "t"), pa.Table.from_pylist(rows, schema=schema))
+    assert equals("name", "it's") == "\"name\" = 'it''s'"
+    assert equals("ok", True) == '"ok" = true'
+    picked = read_arrow(str(tmp_path / "t"), ["n"], [equals("name", "it's"), equals("ok", True)])
+    assert picked.to_pylist() == [{"n": 1}]
+    assert read_arrow(str(tmp_path / "t"), where=[equals("name", "none")]).num_rows == 0
