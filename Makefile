@@ -3,13 +3,21 @@ SHELL := /bin/bash
 UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: install demo test lint typecheck pytest bench soak airflow check-java browser clean
+.PHONY: install jars demo test lint typecheck pytest bench soak airflow check-java browser clean
 
 # Bootstrap uv when it is missing (PyPI only), then install the locked environment. Bytecode is
 # compiled at install time: every Spark Python worker imports pyspark, pyarrow and deltalake.
-install: check-java
+install: check-java jars
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet --user uv
 	$(UV) sync --frozen --compile-bytecode
+
+# delta-spark's JVM jars (jvm/pom.xml) from Maven Central into jvm/jars/; runs need no network after.
+jars: jvm/jars/.fetched
+jvm/jars/.fetched: jvm/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "runoff: Maven is required to fetch delta-spark's jars: install it, e.g. 'apt-get install maven'" >&2; exit 1; }
+	rm -rf jvm/jars
+	mvn -q -B -f jvm/pom.xml dependency:copy-dependencies
+	touch $@
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "runoff: Java 17+ is required (Spark runs on the JVM): install a Java 17 runtime, e.g. 'apt-get install openjdk-17-jre-headless'" >&2; exit 1; }
@@ -47,4 +55,4 @@ airflow: install
 	$(RUN) python -m dags.standalone
 
 clean:
-	rm -rf .runoff .pytest_cache .mypy_cache .ruff_cache
+	rm -rf jvm/jars .runoff .pytest_cache .mypy_cache .ruff_cache

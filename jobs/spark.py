@@ -1,8 +1,10 @@
 """The SparkSession builder shared by the CLI, the Airflow tasks, tests and notebooks.
 
-`get_spark()` returns a session on which `format("delta")` works: where delta-spark's JVM
-classes are on the classpath they serve it; otherwise runoff's delta-rs Python data source is
-registered under the same name (DESIGN.md, "The Delta engine").
+`get_spark()` returns a session on which `format("delta")` is served by delta-spark: its jars
+(fetched from Maven Central by `make install` into `jvm/jars/`, see `jvm/pom.xml`) go on the
+classpath, and Delta's SQL extension and catalog are set. `delta_jars()` lists the same jars for
+`spark-submit --jars` (the Airflow DAGs). A cluster that already has delta-spark sets
+`RUNOFF_JARS_DIR=` (empty): then no jars are added and the cluster's own are used.
 """
 
 from __future__ import annotations
@@ -11,15 +13,23 @@ import logging
 import os
 import shutil
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobs.config import RunoffConfig
-from jobs.errors import RunoffError
+from jobs.errors import ConfigError, RunoffError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
+
+JARS_DIR = Path(__file__).resolve().parents[1] / "jvm" / "jars"
+DELTA_JAR_PREFIX = "delta-spark_"
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
 
 
 def require_java() -> None:
@@ -28,26 +38,53 @@ def require_java() -> None:
     if java_home and os.path.exists(os.path.join(java_home, "bin", "java")):
         return
     if shutil.which("java") is None:
-        raise RunoffError(
+        raise ConfigError(
             "Java 17+ is required (Spark runs on the JVM) but `java` is not on PATH: "
             "install a Java 17 runtime (apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
         )
+
+
+def jars_dir() -> Path | None:
+    """The folder of delta-spark's jars; None when the cluster provides them (`RUNOFF_JARS_DIR=`)."""
+    raw = os.environ.get("RUNOFF_JARS_DIR")
+    if raw is None:
+        return JARS_DIR
+    return Path(raw).expanduser() if raw.strip() else None
+
+
+def delta_jars() -> list[str]:
+    """Absolute paths of the jars to add to Spark (empty when the cluster provides them).
+
+    Raises a one-line error naming the remedy when the folder holds no delta-spark jar.
+    """
+    folder = jars_dir()
+    if folder is None:
+        return []
+    jars = sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
+    if not any(Path(j).name.startswith(DELTA_JAR_PREFIX) for j in jars):
+        raise ConfigError(
+            f"delta-spark's jars are missing from {folder}: run `make install` (it fetches them "
+            "from Maven Central), or set RUNOFF_JARS_DIR= on a cluster that already has them"
+        )
+    return jars
 
 
 def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> SparkSession:
     """Return the active runoff SparkSession, creating and configuring it if needed."""
     require_java()
     config = config or RunoffConfig.from_sources()
+    jars = delta_jars()
     # Python workers must run this interpreter (the venv's), not whatever `python3` is on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-
-    from pyspark.sql import SparkSession
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise ConfigError(f"PySpark is not installed ({exc}): run `make install`") from exc
 
     builder = (
         SparkSession.builder.appName(app_name)
         .master(config.spark_master)
-        # delta-rs rejects the Arrow time zone `Etc/UTC`: the session zone must be exactly UTC.
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.default.parallelism", str(config.shuffle_partitions))
@@ -57,7 +94,13 @@ def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> S
         .config("spark.sql.streaming.metricsEnabled", "false")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+        # Parquet timestamps as INT64 micros with statistics, readable by every Delta reader.
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     )
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    for key, value in DELTA_CONF.items():
+        builder = builder.config(key, value)
     for key, value in config.spark_conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -65,8 +108,20 @@ def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> S
     # py4j logs every gateway connection it opens and closes at INFO, the last ones during
     # interpreter shutdown (after logging's streams may be closed).
     logging.getLogger("py4j").setLevel(logging.WARNING)
-
-    from delta_tables.spark_source import ensure_delta_format
-
-    ensure_delta_format(spark)
+    _require_delta(spark)
     return spark
+
+
+def _require_delta(spark: SparkSession) -> None:
+    """One clear line when the session cannot load delta-spark's classes."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    try:
+        jvm.java.lang.Class.forName(
+            "io.delta.tables.DeltaTable", True, jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        )
+    except Exception as exc:  # noqa: BLE001 - py4j wraps the JVM's ClassNotFoundException
+        raise RunoffError(
+            "delta-spark's classes are not on this Spark session's classpath: run `make install`, "
+            "or pass its jars to spark-submit (`--jars` with the files of jvm/jars/)"
+        ) from exc
