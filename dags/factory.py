@@ -131,6 +131,18 @@ def spark_conf() -> dict[str, str]:
     }
 
 
+def submit_jars() -> str:
+    """delta-spark's jars for `spark-submit --jars` (jobs.spark.delta_jars). When they are not
+    installed the DAG still loads: the task then fails with the one-line remedy."""
+    from jobs.errors import ConfigError
+    from jobs.spark import delta_jars
+
+    try:
+        return ",".join(delta_jars())
+    except ConfigError:
+        return ""
+
+
 def spark_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment of the spark-submit process.
 
@@ -223,6 +235,7 @@ def runoff_submit(
         application_args=runoff_args(command, dataset, *extra),
         name=f"runoff-{command}-{dataset}",
         conf=spark_conf(),
+        jars=submit_jars() or None,
         env_vars=spark_env(),
         # One instance of a step at a time across runs: backfill runs (which Airflow runs in
         # parallel up to the backfill's own max_active_runs) wait instead of failing on the

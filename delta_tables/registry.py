@@ -6,8 +6,9 @@ One place answers "where is table X and what does it look like":
 - silver `delta/silver/<table>`: one per silver aggregate, schema derived by the first MERGE
   (`schema is None`), MERGE keys from the aggregate;
 - the run ledger `delta/ops/runs`: `jobs.ledger.RUNS_SCHEMA`.
-Paths come from `RunoffConfig`. `ensure_tables(config, dataset)` creates the missing tables
-(idempotent, safe against a concurrent creator).
+Paths come from `RunoffConfig`. `ensure_tables(spark, config, dataset)` creates the missing
+tables through delta-spark (`DeltaTable.createIfNotExists`: idempotent, safe against a
+concurrent creator), with `delta.checkpointInterval` from the configuration.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
-from delta_tables.scan import is_delta_table
-from delta_tables.schema import as_nullable, check_partition_columns, spark_arrow_schema
+from delta_tables.writes import is_delta_table
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from jobs.config import RunoffConfig
     from jobs.datasets.base import Dataset
 
@@ -48,7 +50,8 @@ class TableSpec:
 
 
 def _properties(config: RunoffConfig) -> dict[str, str]:
-    # delta-rs' own post-commit checkpoints follow this interval too (runoff checkpoints anyway).
+    # delta-spark writes a checkpoint every this many commits: opening a table replays the JSON
+    # commits since the last one, and streaming tables receive one or two commits per batch.
     return {"delta.checkpointInterval": str(config.checkpoint_interval)}
 
 
@@ -105,6 +108,14 @@ def silver_tables(config: RunoffConfig, dataset: Dataset | str) -> list[TableSpe
     ]
 
 
+def silver_table(config: RunoffConfig, dataset: Dataset | str, table: str) -> TableSpec:
+    """The silver table called `table` of the dataset."""
+    for spec in silver_tables(config, dataset):
+        if spec.name == table:
+            return spec
+    raise KeyError(f"no silver table {table!r} in dataset {_dataset(dataset).name!r}")
+
+
 def runs_table(config: RunoffConfig) -> TableSpec:
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -143,32 +154,32 @@ def table_spec(config: RunoffConfig, dataset: Dataset | str, name: str) -> Table
     )
 
 
-def ensure_table(spec: TableSpec) -> bool:
-    """Create the table if it is missing; True when this call created it."""
-    from deltalake import DeltaTable
+def ensure_table(spark: SparkSession, spec: TableSpec, schema: StructType | None = None) -> bool:
+    """Create the table if it is missing (its schema: `spec.schema`, else `schema`); True when
+    this call created it. Every column is nullable, as delta-spark makes them anyway."""
+    from delta.tables import DeltaTable
 
-    if spec.schema is None or spec.exists:
+    struct = spec.schema or schema
+    if struct is None or spec.exists:
         return False
-    check_partition_columns(spec.schema, spec.partition_by, spec.name)
-    spec.path.mkdir(parents=True, exist_ok=True)
-    schema = as_nullable(spec.schema)
-    assert isinstance(schema, StructType)
-    before = spec.exists
-    DeltaTable.create(
-        str(spec.path),
-        schema=spark_arrow_schema(schema),
-        mode="ignore",
-        partition_by=list(spec.partition_by) or None,
-        name=spec.name,
-        description=spec.description or None,
-        configuration=dict(spec.properties) or None,
+    builder = (
+        DeltaTable.createIfNotExists(spark)
+        .location(str(spec.path))
+        .addColumns(StructType([StructField(f.name, f.dataType, True) for f in struct.fields]))
     )
-    return not before and spec.exists
+    if spec.partition_by:
+        builder = builder.partitionedBy(*spec.partition_by)
+    if spec.description:
+        builder = builder.comment(spec.description)
+    for key, value in spec.properties.items():
+        builder = builder.property(key, value)
+    builder.execute()
+    return True
 
 
 def ensure_tables(
-    config: RunoffConfig, dataset: Dataset | str, include_runs: bool = True
+    spark: SparkSession, config: RunoffConfig, dataset: Dataset | str, include_runs: bool = True
 ) -> list[TableSpec]:
     """Create the dataset's missing tables (and the run ledger); returns those created."""
     specs = table_specs(config, dataset) + ([runs_table(config)] if include_runs else [])
-    return [spec for spec in specs if ensure_table(spec)]
+    return [spec for spec in specs if ensure_table(spark, spec)]

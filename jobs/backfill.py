@@ -390,7 +390,7 @@ class TableChange:
 
 
 def _version(path: Path) -> int:
-    from jobs.streaming import table_version
+    from delta_tables.writes import table_version
 
     return table_version(path)
 
@@ -410,7 +410,7 @@ def _replace(
 ) -> None:
     writer = df.write.format("delta").mode("overwrite")
     if partition_by:
-        writer = writer.option("partitionBy", ",".join(partition_by))
+        writer = writer.partitionBy(*partition_by)
     if replace_where is not None and _version(path) >= 0:
         writer = writer.option("replaceWhere", replace_where)
     writer.save(str(path))

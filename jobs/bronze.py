@@ -74,6 +74,7 @@ from pyspark.sql.types import (
 )
 
 from delta_tables.registry import bronze_table, ensure_table, quarantine_table
+from delta_tables.writes import append, table_version
 from jobs.catalog import dataset_info
 from jobs.config import RunoffConfig
 from jobs.console import say
@@ -93,7 +94,6 @@ from jobs.streaming import (
     recorded_run,
     run_query,
     summary_line,
-    table_version,
 )
 
 if TYPE_CHECKING:
@@ -483,23 +483,6 @@ def _log_entries(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()[1:] if line.strip()]
 
 
-def write_delta(
-    df: DataFrame, path: Path, partition_by: str, app_id: str, batch_id: int, interval: int
-) -> None:
-    """Append in one commit carrying the app transaction (the engine's fast path: Spark's
-    Parquet writer, delta-rs commit); a batch the table already holds is skipped."""
-    from delta_tables import write_batch
-
-    write_batch(
-        df,
-        path,
-        partition_by=[partition_by],
-        app_id=app_id,
-        version=batch_id,
-        checkpoint_interval=interval,
-    )
-
-
 class BronzeBatch:
     """The `foreachBatch` function: parse, write bronze, write quarantine, report."""
 
@@ -507,7 +490,6 @@ class BronzeBatch:
         self, config: RunoffConfig, dataset: Dataset, checkpoint: Path, progress: RunProgress
     ) -> None:
         self.dataset = dataset
-        self.checkpoint_interval = config.checkpoint_interval
         self.bronze = config.bronze_path(dataset.name)
         self.quarantine = config.quarantine_path(dataset.name)
         self.checkpoint = checkpoint
@@ -542,23 +524,21 @@ class BronzeBatch:
             counts = count_lines(parsed)
             logger.debug("batch %s: parsed and counted in %.2f s", batch_id, elapsed(started))
             if counts.good and not bronze_done:
-                write_delta(
+                append(
                     good_rows(parsed, self.dataset, batch_id, ingested_at),
                     self.bronze,
-                    "event_date",
-                    self.app_id,
-                    batch_id,
-                    self.checkpoint_interval,
+                    partition_by=["event_date"],
+                    app_id=self.app_id,
+                    version=batch_id,
                 )
                 logger.debug("batch %s: bronze written at %.2f s", batch_id, elapsed(started))
             if counts.bad and not quarantine_done:
-                write_delta(
+                append(
                     quarantine_rows(parsed, batch_id, ingested_at),
                     self.quarantine,
-                    "ingest_date",
-                    self.app_id,
-                    batch_id,
-                    self.checkpoint_interval,
+                    partition_by=["ingest_date"],
+                    app_id=self.app_id,
+                    version=batch_id,
                 )
                 logger.debug("batch %s: quarantine written at %.2f s", batch_id, elapsed(started))
         finally:
@@ -631,12 +611,12 @@ def run(
             options.max_files_per_trigger or options.max_bytes_per_trigger
         ):
             say(f"{job}: --trigger once reads everything in one batch: rate limits ignored")
-        for spec in (bronze_table(config, dataset), quarantine_table(config, dataset)):
-            ensure_table(spec)
         if spark is None:
             from jobs.spark import get_spark
 
             spark = get_spark(app_name=f"runoff-bronze-{name}", config=config)
+        for spec in (bronze_table(config, dataset), quarantine_table(config, dataset)):
+            ensure_table(spark, spec)
         function = BatchFunction(BronzeBatch(config, dataset, checkpoint, progress))
         try:
             run_query(

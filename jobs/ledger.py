@@ -1,7 +1,8 @@
 """The run ledger `delta/ops/runs`: one row per job run (bronze, silver, validate, backfill...).
 
-Written from the driver with delta-rs directly (no Spark needed), so every command, including
-failed ones, can record itself. Read it with `read_runs()` or any Delta reader.
+Appended through delta-spark; a command without a SparkSession (a refused run, a reset, a
+validate) parks its row until the next Spark run commits it (`delta_tables.ops`), so every
+command, failed ones included, records itself. Read it with `read_runs()`.
 """
 
 from __future__ import annotations
@@ -90,20 +91,15 @@ class RunRecord:
 
 def append_run(runs_path: Path, record: RunRecord) -> None:
     """Append one run to the ledger (creating the table on first use)."""
-    from deltalake import write_deltalake
+    from delta_tables.ops import append_rows
 
-    table = pa.Table.from_pylist([record.to_row()], schema=RUNS_SCHEMA)
-    runs_path.parent.mkdir(parents=True, exist_ok=True)
-    write_deltalake(str(runs_path), table, mode="append")
+    append_rows(runs_path, pa.Table.from_pylist([record.to_row()], schema=RUNS_SCHEMA), ["run_id"])
 
 
 def read_runs(runs_path: Path, dataset: str | None = None) -> list[dict[str, Any]]:
     """All ledger rows (optionally of one dataset), oldest first."""
-    from delta_tables.arrow import read_arrow
+    from delta_tables.ops import read_rows
 
-    if not (runs_path / "_delta_log").is_dir():
-        return []
-    rows: list[dict[str, Any]] = read_arrow(str(runs_path)).to_pylist()
-    if dataset is not None:
-        rows = [r for r in rows if r["dataset"] == dataset]
+    equal = {"dataset": dataset} if dataset is not None else None
+    rows: list[dict[str, Any]] = read_rows(runs_path, RUNS_SCHEMA, equal=equal).to_pylist()
     return sorted(rows, key=lambda r: r["started_at"])

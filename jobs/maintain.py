@@ -4,12 +4,12 @@ its old Great Expectations validation results.
 Input: the dataset's Delta tables (bronze, quarantine, every silver table), the run ledger
 `delta/ops/runs` (shared by all datasets; one commit per run makes many small files) and the
 validation results of the dataset's suites in the GX project `<home>/quality/gx`. Output, per
-table, with delta-rs (`delta_tables.maintenance`), no Spark:
-1. compaction (`optimize.compact`): small files rewritten into larger ones, a `dataChange=false`
+table, through delta-spark (`delta_tables.maintenance`):
+1. compaction (`OPTIMIZE`): small files rewritten into larger ones, a `dataChange=false`
    commit that streaming readers skip, so the contents are unchanged;
 2. vacuum: files no version within the retention references, and orphans of crashed writes, are
    deleted (`RUNOFF_VACUUM_RETENTION_HOURS`, 168 by default; readers of older versions need
-   them until then); it commits only when it deletes something. The ledger is vacuumed with at
+   them until then); it adds no version. The ledger is vacuumed with at
    least one hour of retention because any command may be appending to it at any moment, and
    maintained by one `maintain` at a time (a lock beside it; the maintenance DAG runs the
    datasets in parallel): a second one skips it;
@@ -33,11 +33,11 @@ under the quality project's lock, so no validate run builds Data Docs meanwhile.
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobs.config import RunoffConfig
 from jobs.console import say
@@ -45,6 +45,9 @@ from jobs.ledger import RunRecord
 from jobs.locking import checkpoint_lock
 from jobs.status import TableRef, dataset_tables
 from quality.retention import prune_validation_results
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 LEDGER_MIN_RETENTION_HOURS = 1
 
@@ -84,52 +87,16 @@ def format_bytes(size: int) -> str:
 
 
 def maintain_table(
-    name: str, path: Path, retention_hours: float, target_size: int | None = None
+    spark: SparkSession, name: str, path: Path, retention_hours: float
 ) -> TableMaintenance:
-    """Compact, checkpoint and vacuum one table (see the module doc)."""
-    from delta_tables import maintenance
-    from delta_tables.scan import is_delta_table, open_table
+    """Compact, vacuum and checkpoint one table (see the module doc)."""
+    from delta_tables.maintenance import maintain
+    from delta_tables.writes import is_delta_table
 
-    root = str(path)
-    if not is_delta_table(root):
+    if not is_delta_table(path):
         return TableMaintenance(name, exists=False)
-    table = open_table(root)
-    files_before = len(table.file_uris())
-    version_before = int(table.version())
-    maintenance.compact(root, target_size=target_size)
-    # Sizes are taken before the files go: vacuum only names them. A vacuum that deletes
-    # something commits twice (VACUUM START/END), so it only runs when there is something.
-    # delta-rs also names files an earlier vacuum deleted already: only files on disk count.
-    listed = maintenance.vacuum(root, retention_hours, dry_run=True).files
-    sizes = {f: size for f in listed if (size := _size(path, f)) is not None}
-    if sizes:
-        maintenance.vacuum(root, retention_hours)
-    removed = [f for f in sizes if _size(path, f) is None]
-    # Checkpoint last, at the final version: opening the table then replays no JSON commit.
-    version = int(open_table(root).version())
-    wrote_checkpoint = maintenance.last_checkpoint_version(root) != version
-    if wrote_checkpoint:
-        maintenance.checkpoint(root)
-    table = open_table(root)
-    return TableMaintenance(
-        table=name,
-        exists=True,
-        files_before=files_before,
-        files_after=len(table.file_uris()),
-        version_before=version_before,
-        version=int(table.version()),
-        checkpoint=wrote_checkpoint,
-        files_removed=len(removed),
-        bytes_removed=sum(sizes[f] for f in removed),
-    )
-
-
-def _size(root: Path, relative: str) -> int | None:
-    """The file's size, None when it does not exist."""
-    try:
-        return os.path.getsize(root / relative)
-    except OSError:
-        return None
+    done = maintain(spark, path, retention_hours)
+    return TableMaintenance(table=name, exists=True, **asdict(done))
 
 
 @contextmanager
@@ -144,20 +111,23 @@ def hold_locks(config: RunoffConfig, tables: list[TableRef], what: str) -> Itera
 
 
 def maintain_ledger(
-    config: RunoffConfig, retention_hours: float, dataset: str
+    spark: SparkSession, config: RunoffConfig, retention_hours: float, dataset: str
 ) -> TableMaintenance | None:
     """Maintain the shared run ledger, unless another `maintain` (of any dataset) is at it."""
     from jobs.errors import LockHeldError
 
     try:
         with checkpoint_lock(config.runs_path, f"runoff maintain {dataset} (ledger)"):
-            return maintain_table("ops_runs", config.runs_path, retention_hours)
+            return maintain_table(spark, "ops_runs", config.runs_path, retention_hours)
     except LockHeldError:
         return None
 
 
 def run_maintain(
-    config: RunoffConfig, dataset: str, report: Callable[[str], None] = say
+    spark: SparkSession | None,
+    config: RunoffConfig,
+    dataset: str,
+    report: Callable[[str], None] = say,
 ) -> list[TableMaintenance]:
     """Maintain every table of `dataset` and the run ledger; one ledger row."""
     from jobs.streaming import recorded_run
@@ -170,12 +140,16 @@ def run_maintain(
         recorded_run(config.runs_path, record),
         hold_locks(config, tables, f"runoff maintain {dataset}"),
     ):
+        if spark is None:
+            from jobs.spark import get_spark
+
+            spark = get_spark(app_name=f"runoff-maintain-{dataset}", config=config)
         for table in tables:
-            results.append(maintain_table(table.name, table.path, retention))
+            results.append(maintain_table(spark, table.name, table.path, retention))
             report(results[-1].line())
         quality = prune_validation_results(config.quality_dir, dataset, retention)
         report(quality.line())
-        ledger = maintain_ledger(config, max(retention, LEDGER_MIN_RETENTION_HOURS), dataset)
+        ledger = maintain_ledger(spark, config, max(retention, LEDGER_MIN_RETENTION_HOURS), dataset)
         if ledger is None:
             report("maintain ops_runs: another maintain is at it right now, skipped")
         else:
@@ -199,5 +173,5 @@ def run_maintain(
 
 
 def cmd_maintain(config: RunoffConfig, args: argparse.Namespace) -> int:
-    run_maintain(config, args.dataset)
+    run_maintain(None, config, args.dataset)
     return 0

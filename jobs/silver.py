@@ -19,8 +19,9 @@ touched; a MERGE keyed by window and keys updates or inserts them. "append" tabl
 MERGE. Every MERGE commit carries the app transaction (app id = the query id Spark keeps in
 `<checkpoint>/metadata`, version = batch id); a batch the table has already recorded is skipped,
 so a micro-batch replayed after a crash changes nothing. The MERGE condition also bounds the
-target's `window_start` to the batch's range so that delta-rs skips files by their statistics and
-the cost of a batch does not grow with the table.
+target's `window_start` to the batch's range so that delta-spark skips files by their statistics
+and the cost of a batch does not grow with the table. The MERGE runs on the executors
+(`DeltaTable.merge` inside `foreachBatch`); nothing is collected to the driver.
 
 Late rows: a row whose window ended at or before the watermark (max event time seen in earlier
 micro-batches minus the delay; Spark drops against the previous batch's watermark) is left out
@@ -30,7 +31,7 @@ a lower bound on late records, never zero when a record was dropped. The ledger'
 the largest count among the dataset's tables (they all read the same bronze rows; per-table
 counts are in `details`), and the closing summary tells the user to backfill.
 
-Partitioning: delta-rs MERGE copies on write: every file holding a matched row is rewritten
+Partitioning: a MERGE copies on write: every file holding a matched row is rewritten
 whole, new rows included, so the file with the newest windows would absorb every batch and each
 MERGE would rewrite more of the history. Tables that gain thousands of rows a day
 (`sensors_device_counts`, `sensors_type_signal`, `activity_user_minute`) are partitioned by
@@ -58,6 +59,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from delta_tables.registry import ensure_table, silver_table
+from delta_tables.writes import committed_version, is_delta_table, merge, table_version
 from jobs.config import RunoffConfig
 from jobs.console import say
 from jobs.datasets import Dataset, SilverAggregate, get_dataset
@@ -70,21 +73,18 @@ from jobs.streaming import (
     guard_checkpoint,
     read_query_id,
     recorded_run,
-    table_version,
 )
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 logger = logging.getLogger(__name__)
 
 TRIGGER = "available-now"
-# Column the MERGE condition bounds so that delta-rs prunes target files by statistics.
+# Column the MERGE condition bounds so that delta-spark prunes target files by statistics.
 RANGE_COLUMN = "window_start"
 POLL_SECONDS = 0.5
-DEFAULT_CHECKPOINT_INTERVAL = 10
 
 
 # -- pure helpers -----------------------------------------------------------------------------
@@ -104,13 +104,13 @@ class SilverOptions:
 
 
 def quote(column: str) -> str:
-    """A SQL identifier for delta-rs (DataFusion folds unquoted names to lower case)."""
-    return '"' + column.replace('"', '""') + '"'
+    """A Spark SQL identifier."""
+    return "`" + column.replace("`", "``") + "`"
 
 
 def sql_timestamp(value: datetime) -> str:
-    """A timestamp literal delta-rs compares with a UTC timestamp column."""
-    return "'" + value.isoformat() + "'"
+    """A Spark SQL timestamp literal (the session time zone is UTC)."""
+    return f"TIMESTAMP'{value.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
 
 
 def merge_predicate(
@@ -121,8 +121,8 @@ def merge_predicate(
 ) -> str:
     """The MERGE condition: keys equal, and the target's window_start within the batch's range.
 
-    The range conjunct references the target only, so delta-rs evaluates it against the files'
-    min/max statistics and never opens files of older windows.
+    The range conjunct references the target only, so delta-spark skips the files whose
+    window_start statistics lie outside it and never opens files of older windows.
     """
     if not keys:
         raise ValueError("a MERGE needs at least one key column")
@@ -135,17 +135,21 @@ def merge_predicate(
     return " AND ".join(parts)
 
 
-def batch_window_range(data: pa.Table) -> tuple[datetime, datetime] | None:
-    """(min, max) of the batch's window_start, or None for tables without windows or rows."""
-    import pyarrow.compute as pc
+def batch_window_range(data: DataFrame) -> tuple[datetime, datetime] | None:
+    """(min, max) of the batch's window_start as naive UTC datetimes, or None for tables
+    without windows or rows. Spark formats them in the session time zone (UTC), so the driver's
+    own time zone plays no part."""
+    from pyspark.sql import functions as F
 
-    if RANGE_COLUMN not in data.column_names or data.num_rows == 0:
+    if RANGE_COLUMN not in data.columns:
         return None
-    bounds = pc.min_max(data[RANGE_COLUMN])
-    low, high = bounds["min"].as_py(), bounds["max"].as_py()
-    if low is None or high is None:
+    pattern = "yyyy-MM-dd HH:mm:ss.SSSSSS"
+    row = data.agg(
+        F.date_format(F.min(RANGE_COLUMN), pattern), F.date_format(F.max(RANGE_COLUMN), pattern)
+    ).first()
+    if row is None or row[0] is None or row[1] is None:
         return None
-    return low, high
+    return datetime.fromisoformat(row[0]), datetime.fromisoformat(row[1])
 
 
 def dataset_of(table: str) -> str:
@@ -163,16 +167,6 @@ def late_rows_of(progress: Mapping[str, Any]) -> int:
 
 
 # -- Delta I/O --------------------------------------------------------------------------------
-def ensure_table(path: Path, schema: pa.Schema, partition_by: Sequence[str] = ()) -> None:
-    """Create the empty silver table so that it exists (for readers) before any window closes."""
-    from deltalake import DeltaTable
-
-    if DeltaTable.is_deltatable(str(path)):
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    DeltaTable.create(str(path), schema, partition_by=list(partition_by) or None, mode="ignore")
-
-
 @dataclass(frozen=True)
 class MergeOutcome:
     """What one micro-batch did to its silver table."""
@@ -183,80 +177,68 @@ class MergeOutcome:
     seconds: float
     committed: bool  # False: empty batch, or a replay the table had already committed
     version: int
-    copied: int = 0  # unchanged target rows the MERGE rewrote (copy-on-write)
 
 
 def merge_batch(
-    path: Path,
-    data: pa.Table,
-    aggregate: SilverAggregate,
-    app_id: str,
-    batch_id: int,
-    checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
+    path: Path, batch: DataFrame, aggregate: SilverAggregate, app_id: str, batch_id: int
 ) -> MergeOutcome:
     """MERGE one micro-batch's output into the silver table, at most once per (app_id, batch_id).
 
-    Writes a Delta checkpoint every `checkpoint_interval` commits: opening the table replays
-    the JSON commits since the last one, and a silver table receives one commit per batch.
+    The batch is cached while it is used twice (its window range, then the MERGE): evaluating a
+    stateful micro-batch twice would run its aggregation twice.
     """
-    from deltalake import DeltaTable
-
-    from delta_tables.commit import already_committed, commit_properties
-    from delta_tables.maintenance import checkpoint_if_due
-
     started = time.perf_counter()
-    table = DeltaTable(str(path))
-    if data.num_rows == 0 or already_committed(table, app_id, batch_id):
-        return MergeOutcome(
-            data.num_rows, 0, 0, time.perf_counter() - started, False, int(table.version())
-        )
-    import pyarrow as pa
-
-    schema = pa.schema(table.schema().to_arrow())
-    if sorted(schema.names) != sorted(data.column_names):
+    committed = committed_version(path, app_id)
+    if committed is not None and committed >= batch_id:
+        return MergeOutcome(0, 0, 0, time.perf_counter() - started, False, table_version(path))
+    columns = spark_columns(batch.sparkSession, path)
+    if sorted(columns) != sorted(batch.columns):
         raise RunoffError(
-            f"silver table {path} has columns [{', '.join(schema.names)}] but "
-            f"{aggregate.table} now produces [{', '.join(data.column_names)}]: rebuild it with "
+            f"silver table {path} has columns [{', '.join(columns)}] but "
+            f"{aggregate.table} now produces [{', '.join(batch.columns)}]: rebuild it with "
             f"`runoff reset {dataset_of(aggregate.table)} --layer silver --yes`"
         )
-    data = data.select(schema.names).cast(schema)
-    merger = table.merge(
-        data,
-        # partition columns (window_date, a function of window_start) match too: same rows
-        merge_predicate((*aggregate.keys, *aggregate.partition_by), batch_window_range(data)),
-        source_alias="s",
-        target_alias="t",
-        commit_properties=commit_properties(app_id, batch_id, None),
-    )
-    if aggregate.output_mode == "update":
-        merger = merger.when_matched_update_all()
-    metrics = merger.when_not_matched_insert_all().execute()
-    checkpoint_if_due(table, checkpoint_interval)
+    data = batch.persist()
+    try:
+        rows = data.count()
+        if rows == 0:
+            return MergeOutcome(0, 0, 0, time.perf_counter() - started, False, table_version(path))
+        metrics = merge(
+            data,
+            path,
+            # partition columns (window_date, a function of window_start) match too: same rows
+            condition=merge_predicate(
+                (*aggregate.keys, *aggregate.partition_by), batch_window_range(data)
+            ),
+            update=aggregate.output_mode == "update",
+            app_id=app_id,
+            version=batch_id,
+        )
+    finally:
+        data.unpersist()
     return MergeOutcome(
-        rows=data.num_rows,
-        inserted=int(metrics.get("num_target_rows_inserted", 0)),
-        updated=int(metrics.get("num_target_rows_updated", 0)),
+        rows=rows,
+        inserted=metrics.inserted,
+        updated=metrics.updated,
         seconds=time.perf_counter() - started,
         committed=True,
-        version=int(table.version()),
-        copied=int(metrics.get("num_target_rows_copied", 0)),
+        version=table_version(path),
     )
+
+
+def spark_columns(spark: SparkSession, path: Path) -> list[str]:
+    from delta.tables import DeltaTable
+
+    return list(DeltaTable.forPath(spark, str(path)).toDF().columns)
 
 
 class BatchWriter:
-    """What one silver table's `foreachBatch` does: collect the batch's output, MERGE it."""
+    """What one silver table's `foreachBatch` does: MERGE the batch's output, exactly once."""
 
-    def __init__(
-        self,
-        aggregate: SilverAggregate,
-        path: Path,
-        checkpoint: Path,
-        checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
-    ) -> None:
+    def __init__(self, aggregate: SilverAggregate, path: Path, checkpoint: Path) -> None:
         self.aggregate = aggregate
         self.path = path
         self.checkpoint = checkpoint
-        self.checkpoint_interval = checkpoint_interval
         self.outcomes: dict[int, MergeOutcome] = {}
         self._app_id: str | None = None
         # Keeps the Python error of a failed batch (Spark wraps it in pages of JVM text).
@@ -272,10 +254,8 @@ class BatchWriter:
         return self._app_id
 
     def process(self, batch: DataFrame, batch_id: int) -> None:
-        # One action on the batch: evaluating it twice would run the stateful plan twice.
-        data = batch.toArrow()
         self.outcomes[batch_id] = merge_batch(
-            self.path, data, self.aggregate, self.app_id, batch_id, self.checkpoint_interval
+            self.path, batch, self.aggregate, self.app_id, batch_id
         )
 
 
@@ -372,12 +352,9 @@ def start_query(
     watermark: str,
     options: SilverOptions,
 ) -> StreamingQuery:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     aggregated = run.aggregate.transform(bronze_stream(spark, config, dataset, options), watermark)
-    ensure_table(
-        run.path, to_arrow_schema(aggregated.schema, timezone="UTC"), run.aggregate.partition_by
-    )
+    # The empty table exists (for readers) before any window closes.
+    ensure_table(spark, silver_table(config, dataset, run.table), schema=aggregated.schema)
     return (
         aggregated.writeStream.queryName(f"silver_{run.table}")
         .outputMode(run.aggregate.output_mode)
@@ -471,8 +448,6 @@ def run_silver(
     every checkpoint's lock and checks bronze and the checkpoints first; `spark=None` builds the
     session only then, so that a refused run costs no JVM start.
     """
-    from deltalake import DeltaTable
-
     options = options or SilverOptions()
     dataset = get_dataset(dataset_name)
     watermark = options.watermark or dataset.watermark
@@ -488,7 +463,7 @@ def run_silver(
         record.versions_after = dict(record.versions_before)
         with hold_locks(config, dataset):
             bronze = config.bronze_path(dataset.name)
-            if not DeltaTable.is_deltatable(str(bronze)):
+            if not is_delta_table(bronze):
                 raise RunoffError(
                     f"bronze table {bronze} does not exist: run `runoff bronze {dataset.name}` "
                     "first"
@@ -511,7 +486,7 @@ def run_silver(
                         aggregate=aggregate,
                         path=path,
                         checkpoint=checkpoint,
-                        writer=BatchWriter(aggregate, path, checkpoint, config.checkpoint_interval),
+                        writer=BatchWriter(aggregate, path, checkpoint),
                         version_before=record.versions_before[aggregate.table],
                     )
                 )
@@ -548,7 +523,6 @@ def _close(record: RunRecord, runs: Sequence[TableRun]) -> None:
             "watermark": run.watermark,
             "stream_seconds": round(run.seconds, 3),
             "merge_seconds": [round(s, 4) for s in run.merge_seconds],
-            "rows_rewritten": sum(o.copied for o in run.writer.outcomes.values()),
         }
         for run in runs
     }

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobs.config import RunoffConfig
-from jobs.errors import ConfigError, RunoffError
+from jobs.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,7 +45,7 @@ def require_java() -> None:
 
 
 def jars_dir() -> Path | None:
-    """The folder of delta-spark's jars; None when the cluster provides them (`RUNOFF_JARS_DIR=`)."""
+    """The folder of delta-spark's jars; None when the cluster has them (`RUNOFF_JARS_DIR=`)."""
     raw = os.environ.get("RUNOFF_JARS_DIR")
     if raw is None:
         return JARS_DIR
@@ -114,14 +114,12 @@ def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> S
 
 def _require_delta(spark: SparkSession) -> None:
     """One clear line when the session cannot load delta-spark's classes."""
+    from py4j.java_gateway import JavaClass
+
     jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    try:
-        jvm.java.lang.Class.forName(
-            "io.delta.tables.DeltaTable", True, jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        )
-    except Exception as exc:  # noqa: BLE001 - py4j wraps the JVM's ClassNotFoundException
-        raise RunoffError(
+    # py4j answers an unknown class with a JavaPackage, not an error.
+    if jvm is None or not isinstance(jvm.io.delta.tables.DeltaTable, JavaClass):
+        raise ConfigError(
             "delta-spark's classes are not on this Spark session's classpath: run `make install`, "
-            "or pass its jars to spark-submit (`--jars` with the files of jvm/jars/)"
-        ) from exc
+            "or give spark-submit the jars of jvm/jars/ (`--jars`)"
+        )

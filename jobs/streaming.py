@@ -9,8 +9,8 @@ the query; it never starts Spark itself.
 API (small on purpose):
 - `trigger_kwargs(trigger)`: `DataStreamWriter.trigger(**...)` arguments of a CLI trigger name.
 - `read_query_id(checkpoint)`: the query id of a checkpoint, None before its first start.
-- `table_version(path)` / `app_transactions(path)` / `committed_batch(path, app_id)`: what a
-  Delta table holds (version, the last batch each app id committed).
+- `app_transactions(path)` / `committed_batch(path, app_id)`: what a Delta table holds (the
+  last batch each app id committed).
 - `guard_checkpoint(...)`: refuse a checkpoint that belongs to other tables, or a missing
   checkpoint whose tables already hold another stream's batches, naming the remedy.
 - `BatchProgress` + `batch_line()` and `summary_line()`: the progress line printed per
@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from delta_tables.writes import committed_version
 from jobs import interrupts
 from jobs.console import say
 from jobs.errors import ConfigError, RunoffError
@@ -72,23 +73,9 @@ def read_query_id(checkpoint: Path) -> str | None:
     return query_id if isinstance(query_id, str) and query_id else None
 
 
-def table_version(path: Path) -> int:
-    """The Delta table's current version; -1 when there is no table."""
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(str(path)):
-        return -1
-    return int(DeltaTable(str(path)).version())
-
-
 def committed_batch(path: Path, app_id: str) -> int | None:
     """The last batch (`txnVersion`) that `app_id` committed to the table, None if none."""
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(str(path)):
-        return None
-    version = DeltaTable(str(path)).transaction_version(app_id)
-    return None if version is None else int(version)
+    return committed_version(path, app_id)
 
 
 def app_transactions(path: Path) -> dict[str, int]:

@@ -1,6 +1,7 @@
 """The results history `<home>/quality/results`: one row per expectation per validated table.
 
-Written with delta-rs (no Spark), one append per `validate` run. Besides trends, it is where the
+Appended through delta-spark (parked until the next Spark run when `validate` runs without a
+SparkSession: `delta_tables.ops`), one append per `validate` run. Besides trends, it is where the
 increments start: the last version of a table validated *successfully* (no critical failure) is
 the exclusive start of its next increment, so a failed validation is repeated (and keeps failing)
 until new data fixes the table, and a retried Airflow task cannot pass by finding "no new data".
@@ -17,7 +18,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from delta_tables.arrow import equals, read_arrow
 from quality.increments import Watermark
 
 RESULTS_SCHEMA = pa.schema(
@@ -42,8 +42,6 @@ RESULTS_SCHEMA = pa.schema(
         pa.field("validated_at", pa.timestamp("us", tz="UTC")),
     ]
 )
-# Compact the history and checkpoint its log every this many commits (one commit per run).
-MAINTAIN_EVERY = 50
 
 
 @dataclass(frozen=True)
@@ -68,25 +66,18 @@ class ResultRow:
 
 def append_results(path: Path, rows: Sequence[ResultRow]) -> None:
     """Append one validate run's rows (creating the table on first use)."""
-    from deltalake import DeltaTable, write_deltalake
+    from delta_tables.ops import append_rows
 
     if not rows:
         return
     data = pa.Table.from_pylist([asdict(r) for r in rows], schema=RESULTS_SCHEMA)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_deltalake(str(path), data, mode="append")
-    table = DeltaTable(str(path))
-    if table.version() > 0 and table.version() % MAINTAIN_EVERY == 0:
-        table.optimize.compact()
-        table.create_checkpoint()
+    append_rows(path, data, ["run_id", "table", "expectation"])
 
 
-def _read(path: Path, where: list[str], columns: list[str] | None) -> pa.Table:
-    from deltalake import DeltaTable
+def _read(path: Path, equal: dict[str, str | bool], columns: list[str] | None) -> pa.Table:
+    from delta_tables.ops import read_rows
 
-    if not DeltaTable.is_deltatable(str(path)):
-        return RESULTS_SCHEMA.empty_table().select(columns or RESULTS_SCHEMA.names)
-    return read_arrow(str(path), columns, where)
+    return read_rows(path, RESULTS_SCHEMA, columns, equal)
 
 
 def read_results(
@@ -94,8 +85,8 @@ def read_results(
 ) -> list[dict[str, Any]]:
     """History rows (optionally of one dataset / table), oldest first."""
     wanted = {"dataset": dataset, "table": table}
-    where = [equals(column, value) for column, value in wanted.items() if value is not None]
-    rows: list[dict[str, Any]] = _read(path, where, None).to_pylist()
+    equal: dict[str, str | bool] = {k: v for k, v in wanted.items() if v is not None}
+    rows: list[dict[str, Any]] = _read(path, equal, None).to_pylist()
     return sorted(rows, key=lambda r: (r["validated_at"], r["table"]))
 
 
@@ -103,7 +94,7 @@ def last_validated(path: Path, dataset: str) -> dict[str, Watermark]:
     """Per table of `dataset`: the version and table id of its last successful validation."""
     data = _read(
         path,
-        [equals("dataset", dataset), equals("table_passed", True)],
+        {"dataset": dataset, "table_passed": True},
         ["table", "table_id", "to_version", "validated_at"],
     )
     latest: dict[str, tuple[datetime, int, str]] = {}

@@ -95,7 +95,7 @@ def test_image_installs_java_17_from_debian_bookworm() -> None:
     base = next(args for instruction, args in dockerfile_instructions() if instruction == "FROM")
     # Debian trixie (the default of python:*-slim since 2025) ships no openjdk-17.
     assert base.endswith("-slim-bookworm")
-    apt = [c for c in run_commands() if "apt-get install" in c]
+    apt = [c for c in run_commands() if "apt-get install" in c and "openjdk" in c]
     assert len(apt) == 1
     assert "openjdk-17-jre-headless" in shlex.split(apt[0])
     # The Makefile's hint names the same package.
@@ -121,6 +121,21 @@ def test_image_installs_like_make_install() -> None:
     assert "--no-install-project" not in instructions[last_sync][1]
     lock_copy = next(a for ins, a in instructions if ins == "COPY" and "uv.lock" in a)
     assert "pyproject.toml" in lock_copy
+
+
+def test_image_bakes_the_jars_like_make_jars() -> None:
+    jars = makefile_recipe("jvm/jars/.fetched")
+    fetch = next(line for line in jars if line.startswith("mvn "))
+    runs = run_commands()
+    assert any(fetch in c and "touch jvm/jars/.fetched" in c for c in runs), (fetch, runs)
+    instructions = dockerfile_instructions()
+    pom_copy = next(
+        i for i, (ins, a) in enumerate(instructions) if ins == "COPY" and "pom.xml" in a
+    )
+    fetch_run = next(i for i, (ins, a) in enumerate(instructions) if ins == "RUN" and fetch in a)
+    assert pom_copy < fetch_run
+    # The host's jars never enter the build context: the image fetches its own.
+    assert "jvm/jars/" in (DOCKER / "Dockerfile.dockerignore").read_text().split()
 
 
 def test_image_extra_for_postgres_is_locked(pyproject: dict[str, Any]) -> None:

@@ -1,17 +1,26 @@
-"""jobs/silver.py without Spark: the MERGE condition, exactly-once MERGEs, progress lines."""
+"""jobs/silver.py: the MERGE condition, exactly-once MERGEs through delta-spark, progress lines."""
 
 from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql.types import (
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from delta_tables.arrow import read_arrow
+from delta_tables.registry import TableSpec, ensure_table
+from delta_tables.writes import merge
 from jobs.datasets import get_dataset
 from jobs.errors import RunoffError
 from jobs.silver import (
@@ -20,40 +29,43 @@ from jobs.silver import (
     SilverOptions,
     TableRun,
     batch_window_range,
-    ensure_table,
     late_rows_of,
     merge_batch,
     merge_predicate,
 )
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
-EVENTS_SCHEMA = pa.schema(
+EVENTS_SCHEMA = StructType(
     [
-        pa.field("window_start", pa.timestamp("us", tz="UTC")),
-        pa.field("window_end", pa.timestamp("us", tz="UTC")),
-        pa.field("action", pa.string()),
-        pa.field("count", pa.int64(), nullable=False),
+        StructField("window_start", TimestampType()),
+        StructField("window_end", TimestampType()),
+        StructField("action", StringType()),
+        StructField("count", LongType(), nullable=False),
     ]
 )
 HOURLY = get_dataset("events").aggregate("events_action_hourly")
 LOST = get_dataset("sensors").aggregate("sensors_lost_signal")
 
 
-def hourly(rows: list[tuple[int, str, int]]) -> pa.Table:
-    """(hour, action, count) -> silver rows."""
-    return pa.Table.from_pylist(
-        [
-            {
-                "window_start": T0 + h * HOUR,
-                "window_end": T0 + (h + 1) * HOUR,
-                "action": action,
-                "count": count,
-            }
-            for h, action, count in rows
-        ],
-        schema=EVENTS_SCHEMA,
+def create(spark: SparkSession, path: Path, schema: StructType, interval: int = 10) -> None:
+    spec = TableSpec(
+        name=path.name,
+        layer="silver",
+        path=path,
+        schema=schema,
+        properties={"delta.checkpointInterval": str(interval)},
     )
+    assert ensure_table(spark, spec)
+
+
+def hourly(spark: SparkSession, rows: list[tuple[int, str, int]]) -> DataFrame:
+    """(hour, action, count) -> silver rows."""
+    data = [(T0 + h * HOUR, T0 + (h + 1) * HOUR, action, count) for h, action, count in rows]
+    return spark.createDataFrame(data, EVENTS_SCHEMA)
 
 
 def table_rows(path: Path) -> list[tuple[Any, ...]]:
@@ -61,19 +73,27 @@ def table_rows(path: Path) -> list[tuple[Any, ...]]:
     return sorted((r["window_start"], r["action"], r["count"]) for r in rows)
 
 
+def last_metrics(spark: SparkSession, path: Path) -> dict[str, str]:
+    from delta.tables import DeltaTable as SparkDeltaTable
+
+    row = SparkDeltaTable.forPath(spark, str(path)).history(1).first()
+    assert row is not None
+    return dict(row["operationMetrics"])
+
+
 # -- the MERGE condition ----------------------------------------------------------------------
 def test_merge_predicate_quotes_keys_and_bounds_the_target_window() -> None:
     low, high = T0, T0 + 2 * HOUR
     assert merge_predicate(("window_start", "window_end", "deviceId"), (low, high)) == (
-        't."window_start" = s."window_start" AND t."window_end" = s."window_end" AND '
-        't."deviceId" = s."deviceId" AND '
-        "t.\"window_start\" >= '2024-01-01T00:00:00+00:00' AND "
-        "t.\"window_start\" <= '2024-01-01T02:00:00+00:00'"
+        "t.`window_start` = s.`window_start` AND t.`window_end` = s.`window_end` AND "
+        "t.`deviceId` = s.`deviceId` AND "
+        "t.`window_start` >= TIMESTAMP'2024-01-01 00:00:00.000000' AND "
+        "t.`window_start` <= TIMESTAMP'2024-01-01 02:00:00.000000'"
     )
 
 
 def test_merge_predicate_without_window_matches_on_keys_only() -> None:
-    assert merge_predicate(("word",)) == 't."word" = s."word"'
+    assert merge_predicate(("word",)) == "t.`word` = s.`word`"
 
 
 def test_merge_predicate_needs_a_key() -> None:
@@ -81,20 +101,27 @@ def test_merge_predicate_needs_a_key() -> None:
         merge_predicate(())
 
 
-def test_batch_window_range_is_min_and_max_window_start() -> None:
-    data = hourly([(3, "Open", 1), (1, "Close", 2), (2, "Open", 5)])
-    assert batch_window_range(data) == (T0 + HOUR, T0 + 3 * HOUR)
-    assert batch_window_range(data.slice(0, 0)) is None
-    assert batch_window_range(pa.table({"word": ["a"], "count": [1]})) is None
+@pytest.mark.spark
+def test_batch_window_range_is_min_and_max_window_start(spark: SparkSession) -> None:
+    data = hourly(spark, [(3, "Open", 1), (1, "Close", 2), (2, "Open", 5)])
+    assert batch_window_range(data) == (
+        (T0 + HOUR).replace(tzinfo=None),
+        (T0 + 3 * HOUR).replace(tzinfo=None),
+    )
+    assert batch_window_range(data.limit(0)) is None
+    assert batch_window_range(spark.createDataFrame([("a", 1)], "word string, count long")) is None
 
 
 # -- the exactly-once MERGE -------------------------------------------------------------------
-def test_merge_updates_windows_inserts_new_ones_and_skips_a_replayed_batch(tmp_path: Path) -> None:
+@pytest.mark.spark
+def test_merge_updates_windows_inserts_new_ones_and_skips_a_replayed_batch(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     path = tmp_path / "events_action_hourly"
-    ensure_table(path, EVENTS_SCHEMA)
+    create(spark, path, EVENTS_SCHEMA)
 
-    first = merge_batch(path, hourly([(0, "Open", 2), (0, "Close", 1)]), HOURLY, "app", 0)
-    second = merge_batch(path, hourly([(0, "Open", 3), (1, "Open", 1)]), HOURLY, "app", 1)
+    first = merge_batch(path, hourly(spark, [(0, "Open", 2), (0, "Close", 1)]), HOURLY, "app", 0)
+    second = merge_batch(path, hourly(spark, [(0, "Open", 3), (1, "Open", 1)]), HOURLY, "app", 1)
 
     assert (first.committed, first.inserted, first.updated) == (True, 2, 0)
     assert (second.committed, second.inserted, second.updated) == (True, 1, 1)
@@ -104,17 +131,20 @@ def test_merge_updates_windows_inserts_new_ones_and_skips_a_replayed_batch(tmp_p
     assert DeltaTable(str(path)).transaction_version("app") == 1
 
     # batch 1 again (a restart replays it): nothing changes, not even the version
-    replay = merge_batch(path, hourly([(0, "Open", 99)]), HOURLY, "app", 1)
+    replay = merge_batch(path, hourly(spark, [(0, "Open", 99)]), HOURLY, "app", 1)
 
     assert not replay.committed
     assert DeltaTable(str(path)).version() == version
     assert table_rows(path) == expected
 
 
-def test_merge_refuses_a_table_with_other_columns(tmp_path: Path) -> None:
+@pytest.mark.spark
+def test_merge_refuses_a_table_with_other_columns(spark: SparkSession, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
     path = tmp_path / "events_action_hourly"
-    ensure_table(path, EVENTS_SCHEMA)
-    data = hourly([(0, "Open", 1)]).append_column("window_date", pa.array([T0.date()]))
+    create(spark, path, EVENTS_SCHEMA)
+    data = hourly(spark, [(0, "Open", 1)]).withColumn("window_date", F.to_date("window_start"))
 
     with pytest.raises(
         RunoffError,
@@ -125,62 +155,100 @@ def test_merge_refuses_a_table_with_other_columns(tmp_path: Path) -> None:
         merge_batch(path, data, HOURLY, "app", 0)
 
 
-def test_merge_of_an_empty_batch_commits_nothing(tmp_path: Path) -> None:
+@pytest.mark.spark
+def test_merge_of_an_empty_batch_commits_nothing(spark: SparkSession, tmp_path: Path) -> None:
     path = tmp_path / "events_action_hourly"
-    ensure_table(path, EVENTS_SCHEMA)
+    create(spark, path, EVENTS_SCHEMA)
 
-    outcome = merge_batch(path, hourly([]), HOURLY, "app", 0)
+    outcome = merge_batch(path, hourly(spark, []), HOURLY, "app", 0)
 
     assert outcome == MergeOutcome(0, 0, 0, outcome.seconds, False, 0)
     assert DeltaTable(str(path)).version() == 0
 
 
-def test_append_mode_inserts_a_window_once(tmp_path: Path) -> None:
-    schema = pa.schema(
+@pytest.mark.spark
+def test_append_mode_inserts_a_window_once(spark: SparkSession, tmp_path: Path) -> None:
+    schema = StructType(
         [
-            pa.field("window_start", pa.timestamp("us", tz="UTC")),
-            pa.field("window_end", pa.timestamp("us", tz="UTC")),
-            pa.field("deviceId", pa.string()),
-            pa.field("deviceType", pa.string()),
-            pa.field("count", pa.int64(), nullable=False),
+            StructField("window_start", TimestampType()),
+            StructField("window_end", TimestampType()),
+            StructField("deviceId", StringType()),
+            StructField("deviceType", StringType()),
+            StructField("count", LongType(), nullable=False),
         ]
     )
     path = tmp_path / "sensors_lost_signal"
-    ensure_table(path, schema)
+    create(spark, path, schema)
     minute = timedelta(minutes=1)
-    row = {"window_start": T0, "window_end": T0 + minute, "deviceId": "cam-1", "deviceType": "cam"}
-    alert = pa.Table.from_pylist([{**row, "count": 2}], schema=schema)
+    row = (T0, T0 + minute, "cam-1", "cam")
 
-    merge_batch(path, alert, LOST, "app", 0)
+    merge_batch(path, spark.createDataFrame([(*row, 2)], schema), LOST, "app", 0)
     # the same window again under a new batch id must neither duplicate nor change it
-    again = merge_batch(
-        path, pa.Table.from_pylist([{**row, "count": 4}], schema=schema), LOST, "app", 1
-    )
+    again = merge_batch(path, spark.createDataFrame([(*row, 4)], schema), LOST, "app", 1)
 
     rows = read_arrow(str(path)).to_pylist()
     assert [(r["deviceId"], r["count"]) for r in rows] == [("cam-1", 2)]
     assert (again.inserted, again.updated) == (0, 0)
 
 
-def test_merge_prunes_files_of_older_windows(tmp_path: Path) -> None:
-    """The window_start range lets delta-rs skip every file written by earlier batches."""
+@pytest.mark.spark
+def test_merge_never_opens_files_of_older_windows(spark: SparkSession, tmp_path: Path) -> None:
+    """The window_start range lets delta-spark skip every file written by earlier batches: a
+    file it would open is deleted from disk first, so reading it would fail the MERGE."""
     path = tmp_path / "events_action_hourly"
-    ensure_table(path, EVENTS_SCHEMA)
-    for batch in range(5):
-        merge_batch(path, hourly([(batch, "Open", 1)]), HOURLY, "app", batch)
-    dt = DeltaTable(str(path))
-    files_before = len(dt.file_uris())
+    create(spark, path, EVENTS_SCHEMA)
+    for batch in range(3):
+        merge_batch(path, hourly(spark, [(batch, "Open", 1)]), HOURLY, "app", batch)
+    actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pylist()
+    oldest = next(a["path"] for a in actions if a["min.window_start"] == T0)
+    (path / oldest).unlink()
 
-    predicate = merge_predicate(HOURLY.keys, (T0 + 5 * HOUR, T0 + 5 * HOUR))
-    metrics = (
-        dt.merge(hourly([(5, "Open", 1)]), predicate, source_alias="s", target_alias="t")
-        .when_matched_update_all()
-        .when_not_matched_insert_all()
-        .execute()
+    merge_batch(path, hourly(spark, [(5, "Open", 1)]), HOURLY, "app", 3)
+    # an update of hour 2 rewrites the one file that holds it, copying no other row
+    merge_batch(path, hourly(spark, [(2, "Open", 7)]), HOURLY, "app", 4)
+
+    metrics = last_metrics(spark, path)
+    assert (metrics["numTargetFilesRemoved"], metrics["numTargetRowsCopied"]) == ("1", "0")
+    # Spark skips the deleted file here too (data skipping on window_start).
+    rows = (
+        spark.read.format("delta")
+        .load(str(path))
+        .where("window_start >= TIMESTAMP'2024-01-01 00:30:00'")
+        .selectExpr("date_format(window_start, 'HH:mm') AS hour", "action", "count")
+        .collect()
     )
+    assert sorted(tuple(r) for r in rows) == [
+        ("01:00", "Open", 1),
+        ("02:00", "Open", 7),
+        ("05:00", "Open", 1),
+    ]
 
-    assert metrics["num_target_files_scanned"] == 0
-    assert metrics["num_target_files_skipped_during_scan"] == files_before
+    # Without the range the same MERGE reads every file, the deleted one too.
+    keys_only = merge_predicate(HOURLY.keys)
+    with pytest.raises(Exception, match=r"FileNotFound|does not exist"):
+        merge(
+            hourly(spark, [(6, "Open", 1)]),
+            path,
+            condition=keys_only,
+            update=True,
+            app_id="app",
+            version=5,
+        )
+
+
+@pytest.mark.spark
+def test_tables_are_checkpointed_every_interval_commits(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = tmp_path / "events_action_hourly"
+    create(spark, path, EVENTS_SCHEMA, interval=3)
+    outcomes = [
+        merge_batch(path, hourly(spark, [(b, "Open", 1)]), HOURLY, "app", b) for b in range(7)
+    ]
+
+    assert [o.version for o in outcomes] == [1, 2, 3, 4, 5, 6, 7]
+    checkpoints = sorted(p.name for p in (path / "_delta_log").glob("*.checkpoint.parquet"))
+    assert checkpoints == [f"{v:020d}.checkpoint.parquet" for v in (3, 6)]
 
 
 # -- progress ---------------------------------------------------------------------------------
@@ -225,16 +293,3 @@ def test_table_run_reports_each_batch_once(tmp_path: Path) -> None:
 def test_options_come_from_the_command_line() -> None:
     args = argparse.Namespace(dataset="events", watermark="2 hours", max_files_per_trigger=1)
     assert SilverOptions.from_args(args) == SilverOptions("2 hours", 1)
-
-
-def test_merge_checkpoints_the_table_every_interval_commits(tmp_path: Path) -> None:
-    path = tmp_path / "events_action_hourly"
-    ensure_table(path, EVENTS_SCHEMA)
-    outcomes = [
-        merge_batch(path, hourly([(b, "Open", 1)]), HOURLY, "app", b, checkpoint_interval=3)
-        for b in range(7)
-    ]
-
-    assert [o.version for o in outcomes] == [1, 2, 3, 4, 5, 6, 7]
-    checkpoints = sorted(p.name for p in (path / "_delta_log").glob("*.checkpoint.parquet"))
-    assert checkpoints == [f"{v:020d}.checkpoint.parquet" for v in (3, 6)]

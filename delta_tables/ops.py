@@ -1,0 +1,95 @@
+"""Append-only operations tables (the run ledger, the quality results history), written by
+delta-spark, recordable by any command.
+
+Every command records itself, including those that never start Spark (a refused run, a
+validate, a reset). `append_rows` therefore commits through the active SparkSession when there
+is one and otherwise parks the rows as one Arrow IPC file in `<table>/_pending/` (Delta readers
+ignore `_`-prefixed folders); the next append through Spark commits the parked rows together
+with its own and then removes their files. A crash between that commit and the removal cannot
+duplicate a row: parked rows whose key the table already holds are left out of the next commit.
+`read_rows` returns the table's rows and the parked ones.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+
+from delta_tables.arrow import equals, read_arrow
+from delta_tables.writes import is_delta_table
+
+PENDING = "_pending"
+
+
+def _pending_files(path: Path) -> list[Path]:
+    folder = path / PENDING
+    return sorted(folder.glob("*.arrow")) if folder.is_dir() else []
+
+
+def _read_pending(files: Sequence[Path], schema: pa.Schema) -> pa.Table:
+    tables = []
+    for file in files:
+        with ipc.open_file(file) as reader:
+            tables.append(reader.read_all().cast(schema))
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def park(path: Path, rows: pa.Table) -> Path:
+    """Write rows to `<table>/_pending/` atomically (temp file, fsync, rename)."""
+    folder = path / PENDING
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{uuid.uuid4().hex}.arrow"
+    temp = folder / f".{target.name}.tmp"
+    with pa.OSFile(str(temp), "wb") as sink, ipc.new_file(sink, rows.schema) as writer:
+        writer.write_table(rows)
+    with open(temp, "rb") as handle:
+        os.fsync(handle.fileno())
+    temp.replace(target)
+    return target
+
+
+def append_rows(path: Path, rows: pa.Table, key: Sequence[str]) -> None:
+    """Append `rows` (unique by `key`) to the table at `path`: see the module doc."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        park(path, rows)
+        return
+    files = _pending_files(path)
+    data = pa.concat_tables([_read_pending(files, rows.schema), rows])
+    frame = spark.createDataFrame(data)
+    if files and is_delta_table(path):
+        held = spark.read.format("delta").load(str(path)).select(*key)
+        frame = frame.join(held, list(key), "left_anti").select(*rows.schema.names)
+    frame.write.format("delta").mode("append").save(str(path))
+    for file in files:
+        file.unlink(missing_ok=True)
+
+
+def read_rows(
+    path: Path,
+    schema: pa.Schema,
+    columns: Sequence[str] | None = None,
+    equal: Mapping[str, str | bool] | None = None,
+) -> pa.Table:
+    """The table's rows and the parked ones (optionally some columns, rows whose columns equal
+    the given values)."""
+    equal = dict(equal or {})
+    names = list(columns or schema.names)
+    wanted = pa.schema([schema.field(name) for name in names])
+    parts = []
+    if is_delta_table(path):
+        where = [equals(column, value) for column, value in equal.items()]
+        parts.append(read_arrow(str(path), names, where).cast(wanted))
+    pending = _read_pending(_pending_files(path), schema)
+    for column, value in equal.items():
+        pending = pending.filter(pc.equal(pending[column], pa.scalar(value)))
+    parts.append(pending.select(names))
+    return pa.concat_tables(parts)

@@ -1,0 +1,116 @@
+"""Writing runoff's Delta tables with delta-spark, each micro-batch exactly once.
+
+- `append(df, path, ...)`: one commit carrying the app transaction (`txnAppId`/`txnVersion`):
+  delta-spark skips a write whose version the table already holds for that app id, so a batch
+  replayed after a crash commits nothing. Partition columns go through
+  `DataFrameWriter.partitionBy` (delta-spark takes them from nowhere else).
+- `merge(source, path, ...)`: `DeltaTable.merge` inside `foreachBatch`, distributed, guarded the
+  same way through the `spark.databricks.delta.write.txnAppId/txnVersion` session confs.
+- `table_version`, `committed_version`: what a table holds, read through delta-rs (no Spark), so
+  callers can decide before computing anything.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+
+def is_delta_table(path: str | os.PathLike[str]) -> bool:
+    return os.path.isdir(os.path.join(os.fspath(path), "_delta_log"))
+
+
+def table_version(path: str | os.PathLike[str]) -> int:
+    """The table's current version; -1 when there is no table."""
+    from deltalake import DeltaTable
+
+    if not is_delta_table(path):
+        return -1
+    return int(DeltaTable(os.fspath(path)).version())
+
+
+def committed_version(path: str | os.PathLike[str], app_id: str) -> int | None:
+    """The last `txnVersion` that `app_id` committed to the table; None if none (or no table)."""
+    from deltalake import DeltaTable
+
+    if not is_delta_table(path):
+        return None
+    version = DeltaTable(os.fspath(path)).transaction_version(app_id)
+    return None if version is None else int(version)
+
+
+def append(
+    df: DataFrame,
+    path: str | os.PathLike[str],
+    *,
+    partition_by: Sequence[str] = (),
+    app_id: str,
+    version: int,
+) -> None:
+    """Append `df` in one commit, at most once per (app_id, version)."""
+    writer = (
+        df.write.format("delta")
+        .mode("append")
+        .option("txnAppId", app_id)
+        .option("txnVersion", str(version))
+    )
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(os.fspath(path))
+
+
+@dataclass(frozen=True)
+class MergeMetrics:
+    inserted: int
+    updated: int
+
+
+@contextmanager
+def app_transaction(spark: SparkSession, app_id: str, version: int) -> Iterator[None]:
+    """Every Delta write inside the block carries (app_id, version) and is skipped if the table
+    already holds it; the session confs are unset afterwards."""
+    spark.conf.set(TXN_APP_ID, app_id)
+    spark.conf.set(TXN_VERSION, str(version))
+    try:
+        yield
+    finally:
+        spark.conf.unset(TXN_APP_ID)
+        spark.conf.unset(TXN_VERSION)
+
+
+def merge(
+    source: DataFrame,
+    path: str | os.PathLike[str],
+    *,
+    condition: str,
+    update: bool,
+    app_id: str,
+    version: int,
+) -> MergeMetrics:
+    """MERGE `source` (alias `s`) into the table (alias `t`) on `condition`: matched rows are
+    updated (when `update`), the others inserted; at most once per (app_id, version)."""
+    from delta.tables import DeltaTable
+
+    spark = source.sparkSession
+    target = DeltaTable.forPath(spark, os.fspath(path)).alias("t")
+    builder = target.merge(source.alias("s"), condition)
+    if update:
+        builder = builder.whenMatchedUpdateAll()
+    builder = builder.whenNotMatchedInsertAll()
+    with app_transaction(spark, app_id, version):
+        result = builder.execute()
+    row = result.first() if result is not None else None
+    values = row.asDict() if row is not None else {}
+    return MergeMetrics(
+        inserted=int(values.get("num_inserted_rows") or 0),
+        updated=int(values.get("num_updated_rows") or 0),
+    )
