@@ -5,16 +5,19 @@ Every command records itself, including those that never start Spark (a refused 
 validate, a reset). `append_rows` therefore commits through the active SparkSession when there
 is one and otherwise parks the rows as one Arrow IPC file in `<table>/_pending/` (Delta readers
 ignore `_`-prefixed folders); the next append through Spark commits the parked rows together
-with its own and then removes their files. A crash between that commit and the removal cannot
-duplicate a row: parked rows whose key the table already holds are left out of the next commit.
-`read_rows` returns the table's rows and the parked ones.
+with its own and then removes their files, one flush at a time (a lock in `_pending/`). A crash
+between that commit and the removal cannot duplicate a row: parked rows whose key the table
+already holds are left out of the next commit and of `read_rows`, which returns the table's
+rows and the parked ones.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -54,6 +57,19 @@ def park(path: Path, rows: pa.Table) -> Path:
     return target
 
 
+@contextmanager
+def _flush_lock(path: Path) -> Iterator[None]:
+    """One flush of a table's parked rows at a time (two would both commit them)."""
+    folder = path / PENDING
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def append_rows(path: Path, rows: pa.Table, key: Sequence[str]) -> None:
     """Append `rows` (unique by `key`) to the table at `path`: see the module doc."""
     from pyspark.sql import SparkSession
@@ -62,34 +78,44 @@ def append_rows(path: Path, rows: pa.Table, key: Sequence[str]) -> None:
     if spark is None:
         park(path, rows)
         return
-    files = _pending_files(path)
-    data = pa.concat_tables([_read_pending(files, rows.schema), rows])
-    frame = spark.createDataFrame(data)
-    if files and is_delta_table(path):
-        held = spark.read.format("delta").load(str(path)).select(*key)
-        frame = frame.join(held, list(key), "left_anti").select(*rows.schema.names)
-    frame.write.format("delta").mode("append").save(str(path))
-    for file in files:
-        file.unlink(missing_ok=True)
+    with _flush_lock(path):
+        files = _pending_files(path)
+        data = pa.concat_tables([_read_pending(files, rows.schema), rows])
+        frame = spark.createDataFrame(data)
+        if files and is_delta_table(path):
+            held = spark.read.format("delta").load(str(path)).select(*key)
+            frame = frame.join(held, list(key), "left_anti").select(*rows.schema.names)
+        frame.write.format("delta").mode("append").save(str(path))
+        for file in files:
+            file.unlink(missing_ok=True)
 
 
 def read_rows(
     path: Path,
     schema: pa.Schema,
+    key: Sequence[str],
     columns: Sequence[str] | None = None,
     equal: Mapping[str, str | bool] | None = None,
 ) -> pa.Table:
-    """The table's rows and the parked ones (optionally some columns, rows whose columns equal
-    the given values)."""
+    """The table's rows and the parked ones not committed yet (optionally some columns, rows
+    whose columns equal the given values)."""
     equal = dict(equal or {})
     names = list(columns or schema.names)
-    wanted = pa.schema([schema.field(name) for name in names])
-    parts = []
-    if is_delta_table(path):
-        where = [equals(column, value) for column, value in equal.items()]
-        parts.append(read_arrow(str(path), names, where).cast(wanted))
+    wanted = schema_of(schema, names)
+    where = [equals(column, value) for column, value in equal.items()]
+    committed = is_delta_table(path)
+    parts = [read_arrow(str(path), names, where).cast(wanted)] if committed else []
     pending = _read_pending(_pending_files(path), schema)
     for column, value in equal.items():
         pending = pending.filter(pc.equal(pending[column], pa.scalar(value)))
+    if pending.num_rows and committed:
+        # A crash between a flush's commit and the removal of its files leaves committed rows
+        # parked until the next flush: they are not shown twice.
+        held = read_arrow(str(path), list(key), where).cast(schema_of(schema, key))
+        pending = pending.join(held, list(key), join_type="left anti")
     parts.append(pending.select(names))
     return pa.concat_tables(parts)
+
+
+def schema_of(schema: pa.Schema, names: Sequence[str]) -> pa.Schema:
+    return pa.schema([schema.field(name) for name in names])

@@ -39,6 +39,8 @@ RUNS_SCHEMA = pa.schema(
     ]
 )
 
+RUN_KEY = ("run_id",)
+
 
 def new_run_id() -> str:
     return uuid.uuid4().hex
@@ -93,7 +95,7 @@ def append_run(runs_path: Path, record: RunRecord) -> None:
     """Append one run to the ledger (creating the table on first use)."""
     from delta_tables.ops import append_rows
 
-    append_rows(runs_path, pa.Table.from_pylist([record.to_row()], schema=RUNS_SCHEMA), ["run_id"])
+    append_rows(runs_path, pa.Table.from_pylist([record.to_row()], schema=RUNS_SCHEMA), RUN_KEY)
 
 
 def read_runs(runs_path: Path, dataset: str | None = None) -> list[dict[str, Any]]:
@@ -101,5 +103,5 @@ def read_runs(runs_path: Path, dataset: str | None = None) -> list[dict[str, Any
     from delta_tables.ops import read_rows
 
     equal = {"dataset": dataset} if dataset is not None else None
-    rows: list[dict[str, Any]] = read_rows(runs_path, RUNS_SCHEMA, equal=equal).to_pylist()
+    rows: list[dict[str, Any]] = read_rows(runs_path, RUNS_SCHEMA, RUN_KEY, equal=equal).to_pylist()
     return sorted(rows, key=lambda r: r["started_at"])

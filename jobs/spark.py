@@ -94,6 +94,14 @@ def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> S
         .config("spark.sql.streaming.metricsEnabled", "false")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+        # Delta rebuilds a table's state from its log checkpoint in this many tasks (default 50:
+        # tuned for large tables; runoff's state is small and read at every batch).
+        .config("spark.databricks.delta.snapshotPartitions", str(config.shuffle_partitions))
+        # File listings (VACUUM's among them) in this many tasks, not 10,000.
+        .config(
+            "spark.sql.sources.parallelPartitionDiscovery.parallelism",
+            str(config.shuffle_partitions),
+        )
         # Parquet timestamps as INT64 micros with statistics, readable by every Delta reader.
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     )

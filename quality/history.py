@@ -43,6 +43,8 @@ RESULTS_SCHEMA = pa.schema(
     ]
 )
 
+RESULT_KEY = ("run_id", "table", "expectation")
+
 
 @dataclass(frozen=True)
 class ResultRow:
@@ -71,13 +73,13 @@ def append_results(path: Path, rows: Sequence[ResultRow]) -> None:
     if not rows:
         return
     data = pa.Table.from_pylist([asdict(r) for r in rows], schema=RESULTS_SCHEMA)
-    append_rows(path, data, ["run_id", "table", "expectation"])
+    append_rows(path, data, RESULT_KEY)
 
 
 def _read(path: Path, equal: dict[str, str | bool], columns: list[str] | None) -> pa.Table:
     from delta_tables.ops import read_rows
 
-    return read_rows(path, RESULTS_SCHEMA, columns, equal)
+    return read_rows(path, RESULTS_SCHEMA, RESULT_KEY, columns, equal)
 
 
 def read_results(

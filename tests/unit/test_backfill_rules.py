@@ -1,7 +1,7 @@
 """The rules of `runoff backfill` (jobs/backfill.py): interval, predicates, windows, slices.
 
-The predicates are checked with the Delta engine's own parser and evaluator, on rows placed just
-inside and just outside each edge; the windowed recomputation is compared with
+The predicates are evaluated by Spark (`F.expr`, as `replaceWhere` hands them to delta-spark), on
+rows placed just inside and just outside each edge; the windowed recomputation is compared with
 tests/expected.py on a small batch DataFrame.
 """
 
@@ -15,7 +15,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from delta_tables.predicate import evaluate, parse_predicate
 from jobs.backfill import (
     Interval,
     bronze_predicate,
@@ -40,7 +39,16 @@ def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> date
 
 
 def holds(predicate: str, data: pa.Table) -> list[bool]:
-    return [bool(v) for v in evaluate(parse_predicate(predicate), data).to_pylist()]
+    """Whether each row of `data` satisfies the SQL `predicate`, evaluated by the active (shared)
+    SparkSession; NULL counts as False, as for `replaceWhere`. Tests calling it take `spark`."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = SparkSession.getActiveSession()
+    assert spark is not None, "holds() needs the `spark` fixture"
+    indexed = data.append_column("__row", pa.array(range(data.num_rows), pa.int64()))
+    frame = spark.createDataFrame(indexed).select("__row", F.expr(predicate).alias("holds"))
+    return [bool(row["holds"]) for row in sorted(frame.collect(), key=lambda row: row["__row"])]
 
 
 def test_interval_days_and_bounds() -> None:
@@ -76,13 +84,15 @@ def test_parse_duration() -> None:
         parse_duration("1h")
 
 
-def test_bronze_predicate_selects_the_interval_days() -> None:
+@pytest.mark.spark
+def test_bronze_predicate_selects_the_interval_days(spark: Any) -> None:
     days = [date(2023, 12, 31), JAN1, date(2024, 1, 2), JAN3]
     data = pa.table({"event_date": pa.array(days, pa.date32())})
     assert holds(bronze_predicate(INTERVAL), data) == [False, True, True, False]
 
 
-def test_window_predicate_selects_every_window_overlapping_the_interval() -> None:
+@pytest.mark.spark
+def test_window_predicate_selects_every_window_overlapping_the_interval(spark: Any) -> None:
     minute = timedelta(minutes=1)
     starts = [
         utc(2023, 12, 31, 23, 50),  # [23:50, 00:00): ends at the start: outside
@@ -109,7 +119,8 @@ def test_window_input_range_covers_every_overlapping_window() -> None:
     assert low <= first and last + size <= high
 
 
-def test_quarantine_predicate_quotes_file_names() -> None:
+@pytest.mark.spark
+def test_quarantine_predicate_quotes_file_names(spark: Any) -> None:
     files = ["file:///l/events/date=2024-01-01/it's.json", "file:///l/events/date=2024-01-02/b"]
     data = pa.table({"_source_file": [*files, "file:///l/events/date=2024-01-03/c", None]})
     assert holds(quarantine_predicate(files), data) == [True, True, False, False]
