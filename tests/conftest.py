@@ -15,8 +15,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = REPO_ROOT.parent / "shared"
-GOLDEN_DELTA = SHARED / "golden-delta"
 
 
 @pytest.fixture(autouse=True)
