@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -40,20 +40,6 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.spark]
 
 Row = tuple[Any, ...]
-SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def few_snapshot_partitions(spark: SparkSession) -> Iterator[None]:
-    """delta-spark replays the log of every new snapshot in 50 tasks (`snapshotPartitions`); two
-    suffice for these tiny tables and make this module several times faster. Restored after."""
-    before = spark.conf.get(SNAPSHOT_PARTITIONS, None)
-    spark.conf.set(SNAPSHOT_PARTITIONS, "2")
-    yield
-    if before is None:
-        spark.conf.unset(SNAPSHOT_PARTITIONS)
-    else:
-        spark.conf.set(SNAPSHOT_PARTITIONS, before)
 
 
 # -- helpers --------------------------------------------------------------------------------------

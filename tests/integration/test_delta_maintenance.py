@@ -27,20 +27,8 @@ APPENDS = [[(1, "a")], [(2, "b")], [(3, "c")]]
 
 @pytest.fixture(autouse=True)
 def session_conf(spark: SparkSession) -> Iterator[None]:
-    """`maintain` sets SESSION_CONF in the shared session: put the previous values back.
-
-    Two performance settings for these tiny tables on local[2], restored as well: delta-spark's
-    snapshot state job (`snapshotPartitions`, default 50 tasks) and VACUUM's listing of the
-    table's folders (`parallelPartitionDiscovery.parallelism`, default 10000 tasks, run twice
-    by `maintain`: once for the DRY RUN, once for the VACUUM) get 2 tasks each.
-    """
-    speed = {
-        "spark.databricks.delta.snapshotPartitions": "2",
-        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
-    }
-    before = {key: spark.conf.get(key, None) for key in [*SESSION_CONF, *speed]}
-    for key, value in speed.items():
-        spark.conf.set(key, value)
+    """`maintain` sets SESSION_CONF in the shared session: put the previous values back."""
+    before = {key: spark.conf.get(key, None) for key in SESSION_CONF}
     yield
     for key, value in before.items():
         if value is None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,20 +65,6 @@ def spark_rows(spark: SparkSession, path: Path) -> list[Row]:
         values["at"] = values["at"].replace(tzinfo=UTC)  # the session time zone is UTC
         out.append(tuple(values.values()))
     return sorted(out)
-
-
-@pytest.fixture
-def few_snapshot_partitions(spark: SparkSession) -> Iterator[None]:
-    """delta-spark computes a snapshot's state in a Spark job of `snapshotPartitions` (default
-    50) tasks: 2 suit these tiny tables and local[2]."""
-    key = "spark.databricks.delta.snapshotPartitions"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, "2")
-    yield
-    if before is None:
-        spark.conf.unset(key)
-    else:
-        spark.conf.set(key, before)
 
 
 # -- without Spark --------------------------------------------------------------------------------
@@ -151,7 +136,6 @@ def test_append_rows_parks_in_a_process_without_spark(tmp_path: Path) -> None:
 
 # -- with Spark -----------------------------------------------------------------------------------
 @pytest.mark.spark
-@pytest.mark.usefixtures("few_snapshot_partitions")
 def test_append_rows_commits_parked_and_new_rows_in_one_commit(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -198,7 +182,6 @@ def test_append_rows_commits_parked_and_new_rows_in_one_commit(
 
 
 @pytest.mark.spark
-@pytest.mark.usefixtures("few_snapshot_partitions")
 def test_parked_rows_the_table_already_holds_are_not_committed_again(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -7,7 +7,6 @@ from the datasets' own schemas and the configuration.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,20 +44,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.spark
 
 CHECKPOINT_INTERVAL = 7  # not the default (10), so the property must come from the config
-
-
-@pytest.fixture(autouse=True, scope="module")
-def few_snapshot_partitions(spark: SparkSession) -> Iterator[None]:
-    """delta-spark computes a snapshot's state in a Spark job of `snapshotPartitions` (default
-    50) tasks: 2 suit these tiny tables and local[2]."""
-    key = "spark.databricks.delta.snapshotPartitions"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, "2")
-    yield
-    if before is None:
-        spark.conf.unset(key)
-    else:
-        spark.conf.set(key, before)
 
 
 @pytest.fixture

@@ -39,20 +39,6 @@ SCHEMA = "id BIGINT, name STRING"
 COLUMNS = ["id", "name"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def few_snapshot_partitions(spark: SparkSession) -> Iterator[None]:
-    """delta-spark computes a snapshot's state (e.g. its app transactions) in a Spark job of
-    `snapshotPartitions` (default 50) tasks: 2 suit these tiny tables and local[2]."""
-    key = "spark.databricks.delta.snapshotPartitions"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, "2")
-    yield
-    if before is None:
-        spark.conf.unset(key)
-    else:
-        spark.conf.set(key, before)
-
-
 @pytest.fixture(autouse=True)
 def no_leaked_app_transaction(spark: SparkSession) -> Iterator[None]:
     """Tests assert that the app transaction confs are unset; should one fail, the confs must
