@@ -135,21 +135,24 @@ def merge_predicate(
     return " AND ".join(parts)
 
 
-def batch_window_range(data: DataFrame) -> tuple[datetime, datetime] | None:
-    """(min, max) of the batch's window_start as naive UTC datetimes, or None for tables
-    without windows or rows. Spark formats them in the session time zone (UTC), so the driver's
-    own time zone plays no part."""
+def batch_profile(data: DataFrame) -> tuple[int, tuple[datetime, datetime] | None]:
+    """The batch's row count and (min, max) of its window_start as naive UTC datetimes (None for
+    tables without windows, or no rows), in one Spark job. Spark formats the times in the
+    session time zone (UTC), so the driver's own time zone plays no part."""
     from pyspark.sql import functions as F
 
     if RANGE_COLUMN not in data.columns:
-        return None
+        return data.count(), None
     pattern = "yyyy-MM-dd HH:mm:ss.SSSSSS"
     row = data.agg(
-        F.date_format(F.min(RANGE_COLUMN), pattern), F.date_format(F.max(RANGE_COLUMN), pattern)
+        F.count(F.lit(1)),
+        F.date_format(F.min(RANGE_COLUMN), pattern),
+        F.date_format(F.max(RANGE_COLUMN), pattern),
     ).first()
-    if row is None or row[0] is None or row[1] is None:
-        return None
-    return datetime.fromisoformat(row[0]), datetime.fromisoformat(row[1])
+    assert row is not None
+    if row[1] is None or row[2] is None:
+        return int(row[0]), None
+    return int(row[0]), (datetime.fromisoformat(row[1]), datetime.fromisoformat(row[2]))
 
 
 def dataset_of(table: str) -> str:
@@ -200,16 +203,14 @@ def merge_batch(
         )
     data = batch.persist()
     try:
-        rows = data.count()
+        rows, window_range = batch_profile(data)
         if rows == 0:
             return MergeOutcome(0, 0, 0, time.perf_counter() - started, False, table_version(path))
         metrics = merge(
             data,
             path,
             # partition columns (window_date, a function of window_start) match too: same rows
-            condition=merge_predicate(
-                (*aggregate.keys, *aggregate.partition_by), batch_window_range(data)
-            ),
+            condition=merge_predicate((*aggregate.keys, *aggregate.partition_by), window_range),
             update=aggregate.output_mode == "update",
             app_id=app_id,
             version=batch_id,

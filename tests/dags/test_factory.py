@@ -262,6 +262,8 @@ def test_rendered_spark_submit_command(
         f"spark.pyspark.python={sys.executable}",
         "--conf",
         f"spark.pyspark.driver.python={sys.executable}",
+        "--jars",
+        ",".join(str(jar) for jar in sorted((REPO_ROOT / "jvm" / "jars").glob("*.jar"))),
         "--name",
         f"runoff-{task_id}-events",
         str(REPO_ROOT / "jobs" / "submit.py"),

@@ -28,7 +28,7 @@ from jobs.silver import (
     MergeOutcome,
     SilverOptions,
     TableRun,
-    batch_window_range,
+    batch_profile,
     late_rows_of,
     merge_batch,
     merge_predicate,
@@ -102,14 +102,15 @@ def test_merge_predicate_needs_a_key() -> None:
 
 
 @pytest.mark.spark
-def test_batch_window_range_is_min_and_max_window_start(spark: SparkSession) -> None:
+def test_batch_profile_is_rows_and_min_and_max_window_start(spark: SparkSession) -> None:
     data = hourly(spark, [(3, "Open", 1), (1, "Close", 2), (2, "Open", 5)])
-    assert batch_window_range(data) == (
-        (T0 + HOUR).replace(tzinfo=None),
-        (T0 + 3 * HOUR).replace(tzinfo=None),
+    assert batch_profile(data) == (
+        3,
+        ((T0 + HOUR).replace(tzinfo=None), (T0 + 3 * HOUR).replace(tzinfo=None)),
     )
-    assert batch_window_range(data.limit(0)) is None
-    assert batch_window_range(spark.createDataFrame([("a", 1)], "word string, count long")) is None
+    assert batch_profile(data.limit(0)) == (0, None)
+    words = spark.createDataFrame([("a", 1), ("b", 2)], "word string, count long")
+    assert batch_profile(words) == (2, None)
 
 
 # -- the exactly-once MERGE -------------------------------------------------------------------
