@@ -10,12 +10,13 @@ the batch, ledger row).
 What keeps the cost flat: ingested files are archived out of the landing folder
 (`cleanSource=archive`), so the file source lists only what is new; its metadata log is
 compacted (`spark.sql.streaming.fileSource.log.compactInterval`, 10); the Delta tables are
-checkpointed every `RunoffConfig.checkpoint_interval` commits, so opening them replays at most
-that many JSON commits.
+checkpointed by delta-spark every `RunoffConfig.checkpoint_interval` commits
+(`delta.checkpointInterval`), so opening them replays at most that many JSON commits.
 
 Reported (medians, so that one noisy run on a shared machine does not decide): the last
 `WINDOW` increments against the `WINDOW` increments after the first `WARMUP` (the JVM's JIT
-still speeds up the first few runs); target: within 1.2x.
+still speeds up the first few runs); target: within 1.2x. The machine's load averages (1/5/15
+min) before and after are in `params`.
 Writes `benchmarks/results/bronze_incremental.json`. Run:
 `uv run --frozen python -m benchmarks.bench_bronze_incremental` (about 3-4 minutes on 2 cores).
 """
@@ -45,13 +46,15 @@ def landing_listing(landing: Path) -> int:
 
 
 def main() -> dict[str, Any]:
-    from benchmarks.result import metric, write_result
+    from benchmarks.result import load_average, metric, write_result
+    from delta_tables.writes import table_version
     from jobs.bronze import BronzeOptions, run
     from jobs.config import RunoffConfig
     from jobs.generate import generate_dataset
     from jobs.spark import get_spark
-    from jobs.streaming import table_version
 
+    load_before = load_average()
+    started_all = time.perf_counter()
     shutil.rmtree(WORK, ignore_errors=True)
     config = RunoffConfig.from_sources(home=WORK, spark_master="local[2]", env={})
     spark = get_spark(app_name="bench-bronze-incremental", config=config)
@@ -85,6 +88,8 @@ def main() -> dict[str, Any]:
             print(f"increment {i + 1}: {record.seconds:.2f} s ({listed[-1]} files in landing)")
     finally:
         spark.stop()
+    total_seconds = time.perf_counter() - started_all
+    load_after = load_average()
 
     first = statistics.median(seconds[WARMUP : WARMUP + WINDOW])
     last = statistics.median(seconds[-WINDOW:])
@@ -120,6 +125,9 @@ def main() -> dict[str, Any]:
             "files_in_landing_before_each_run": listed,
             "bronze_version_after": table_version(config.bronze_path(DATASET)),
             "history_seconds": round(history.seconds, 2),
+            "total_seconds": round(total_seconds, 1),
+            "load_average_before": load_before,
+            "load_average_after": load_after,
         },
     )
 

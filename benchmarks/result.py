@@ -24,7 +24,7 @@ from typing import Any
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # `make bench` (benchmarks/__main__.py) points every benchmark at one results directory.
 RESULTS_ENV = "RUNOFF_BENCH_RESULTS"
-PACKAGES = ("pyspark", "deltalake", "pyarrow", "pandas", "duckdb", "polars")
+PACKAGES = ("pyspark", "delta-spark", "deltalake", "pyarrow", "pandas", "duckdb", "polars")
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
@@ -118,6 +118,12 @@ def machine_info() -> dict[str, Any]:
         "java": _java_version(),
         "packages": versions,
     }
+
+
+def load_average() -> list[float]:
+    """The machine's load averages over 1, 5 and 15 minutes (record them before and after a
+    benchmark in its `params`: other work on the machine inflates every number alike)."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def results_dir() -> Path:
