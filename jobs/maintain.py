@@ -2,17 +2,18 @@
 its old Great Expectations validation results.
 
 Input: the dataset's Delta tables (bronze, quarantine, every silver table), the run ledger
-`delta/ops/runs` (shared by all datasets; one commit per run makes many small files) and the
-validation results of the dataset's suites in the GX project `<home>/quality/gx`. Output, per
+`delta/ops/runs` and the quality results history `quality/results` (both shared by all
+datasets; one commit per run makes many small files) and the validation results of the
+dataset's suites in the GX project `<home>/quality/gx`. Output, per
 table, through delta-spark (`delta_tables.maintenance`):
 1. compaction (`OPTIMIZE`): small files rewritten into larger ones, a `dataChange=false`
    commit that streaming readers skip, so the contents are unchanged;
 2. vacuum: files no version within the retention references, and orphans of crashed writes, are
    deleted (`RUNOFF_VACUUM_RETENTION_HOURS`, 168 by default; readers of older versions need
-   them until then); it adds no version. The ledger is vacuumed with at
-   least one hour of retention because any command may be appending to it at any moment, and
-   maintained by one `maintain` at a time (a lock beside it; the maintenance DAG runs the
-   datasets in parallel): a second one skips it;
+   them until then); it adds no version. The two shared tables are vacuumed with at least
+   one hour of retention because any command may be appending to them at any moment, and
+   maintained by one `maintain` at a time (a lock beside each; the maintenance DAG runs the
+   datasets in parallel): a second one skips them;
 3. a Delta checkpoint at the final version (unless one is already there), so opening the table
    replays no JSON commit.
 Then the dataset's validation results (`quality.retention`): every validate run stores one GX
@@ -110,15 +111,19 @@ def hold_locks(config: RunoffConfig, tables: list[TableRef], what: str) -> Itera
         yield
 
 
-def maintain_ledger(
-    spark: SparkSession, config: RunoffConfig, retention_hours: float, dataset: str
+def maintain_shared(
+    spark: SparkSession, name: str, path: Path, retention_hours: float, dataset: str
 ) -> TableMaintenance | None:
-    """Maintain the shared run ledger, unless another `maintain` (of any dataset) is at it."""
+    """Maintain a table every dataset appends to (the run ledger, the quality results history),
+    unless another `maintain` (of any dataset) is at it right now."""
+    from delta_tables.writes import is_delta_table
     from jobs.errors import LockHeldError
 
+    if not is_delta_table(path):  # nothing to do, and no lock file to leave behind
+        return TableMaintenance(name, exists=False)
     try:
-        with checkpoint_lock(config.runs_path, f"runoff maintain {dataset} (ledger)"):
-            return maintain_table(spark, "ops_runs", config.runs_path, retention_hours)
+        with checkpoint_lock(path, f"runoff maintain {dataset} ({name})"):
+            return maintain_table(spark, name, path, retention_hours)
     except LockHeldError:
         return None
 
@@ -149,12 +154,18 @@ def run_maintain(
             report(results[-1].line())
         quality = prune_validation_results(config.quality_dir, dataset, retention)
         report(quality.line())
-        ledger = maintain_ledger(spark, config, max(retention, LEDGER_MIN_RETENTION_HOURS), dataset)
-        if ledger is None:
-            report("maintain ops_runs: another maintain is at it right now, skipped")
-        else:
-            results.append(ledger)
-            report(ledger.line())
+        # Any command may be appending to these at any moment: at least an hour of retention.
+        shared_retention = max(retention, LEDGER_MIN_RETENTION_HOURS)
+        for name, path in (
+            ("ops_runs", config.runs_path),
+            ("quality_history", config.quality_dir / "results"),
+        ):
+            shared = maintain_shared(spark, name, path, shared_retention, dataset)
+            if shared is None:
+                report(f"maintain {name}: another maintain is at it right now, skipped")
+            else:
+                results.append(shared)
+                report(shared.line())
         record.versions_before = {r.table: r.version_before for r in results if r.exists}
         record.versions_after = {r.table: r.version for r in results if r.exists}
         record.files = sum(r.files_removed for r in results)

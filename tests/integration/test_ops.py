@@ -192,8 +192,9 @@ def test_maintain_compacts_checkpoints_and_vacuums(
     )
 
 
+@pytest.mark.spark
 def test_maintain_leaves_the_ledger_to_a_concurrent_maintain(
-    config: RunoffConfig, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, config: RunoffConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for _ in range(2):
         append_run(config.runs_path, RunRecord(dataset="lines", layer="bronze").finish())
@@ -206,6 +207,53 @@ def test_maintain_leaves_the_ledger_to_a_concurrent_maintain(
     assert (ledger.version(), len(ledger.file_uris())) == (2, 3)  # only our own row added
     assert cli(config.home, "maintain", "events") == 0
     assert "maintain ops_runs: files 3 -> 1, version 2 -> 3 (checkpoint written)" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.mark.spark
+def test_maintain_compacts_the_quality_results_history(
+    spark: SparkSession, config: RunoffConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from datetime import UTC, datetime
+
+    from quality.history import ResultRow, append_results, read_results
+
+    path = config.quality_dir / "results"
+    rows = [
+        ResultRow(
+            f"run{i}",
+            "lines",
+            "bronze_lines",
+            "id",
+            "bronze",
+            "s",
+            "e",
+            "critical",
+            True,
+            "0 of 1 unexpected",
+            None,
+            i,
+            False,
+            1,
+            True,
+            datetime(2024, 1, 1, tzinfo=UTC),
+        )
+        for i in range(3)
+    ]
+    for row in rows:
+        append_results(path, [row])
+    assert (DeltaTable(str(path)).version(), len(DeltaTable(str(path)).file_uris())) == (2, 3)
+
+    assert cli(config.home, "maintain", "events") == 0
+
+    assert "maintain quality_history: files 3 -> 1, version 2 -> 3 (checkpoint written)" in (
+        capsys.readouterr().out
+    )
+    assert sorted(r["run_id"] for r in read_results(path)) == ["run0", "run1", "run2"]
+    with checkpoint_lock(path, "runoff maintain sensors (quality_history)"):
+        assert cli(config.home, "maintain", "events") == 0
+    assert "maintain quality_history: another maintain is at it right now, skipped" in (
         capsys.readouterr().out
     )
 
