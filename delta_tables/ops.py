@@ -101,20 +101,22 @@ def read_rows(
     whose columns equal the given values)."""
     equal = dict(equal or {})
     names = list(columns or schema.names)
-    wanted = schema_of(schema, names)
+    # The key columns are read too: parked rows the table already holds are left out by them.
+    read = [*names, *(k for k in key if k not in names)]
     where = [equals(column, value) for column, value in equal.items()]
-    committed = is_delta_table(path)
-    parts = [read_arrow(str(path), names, where).cast(wanted)] if committed else []
+    committed = (
+        read_arrow(str(path), read, where).cast(schema_of(schema, read))
+        if is_delta_table(path)
+        else schema_of(schema, read).empty_table()
+    )
     pending = _read_pending(_pending_files(path), schema)
     for column, value in equal.items():
         pending = pending.filter(pc.equal(pending[column], pa.scalar(value)))
-    if pending.num_rows and committed:
+    if pending.num_rows and committed.num_rows:
         # A crash between a flush's commit and the removal of its files leaves committed rows
         # parked until the next flush: they are not shown twice.
-        held = read_arrow(str(path), list(key), where).cast(schema_of(schema, key))
-        pending = pending.join(held, list(key), join_type="left anti")
-    parts.append(pending.select(names))
-    return pa.concat_tables(parts)
+        pending = pending.join(committed.select(list(key)), list(key), join_type="left anti")
+    return pa.concat_tables([committed.select(names), pending.select(names)])
 
 
 def schema_of(schema: pa.Schema, names: Sequence[str]) -> pa.Schema:

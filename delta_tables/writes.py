@@ -6,8 +6,8 @@
   `DataFrameWriter.partitionBy` (delta-spark takes them from nowhere else).
 - `merge(source, path, ...)`: `DeltaTable.merge` inside `foreachBatch`, distributed, guarded the
   same way through the `spark.databricks.delta.write.txnAppId/txnVersion` session confs.
-- `table_version`, `committed_version`: what a table holds, read through delta-rs (no Spark), so
-  callers can decide before computing anything.
+- `table_version`, `committed_version`, `already_committed`: what a table holds, read through
+  delta-rs (no Spark), so callers can decide before computing anything.
 """
 
 from __future__ import annotations
@@ -46,6 +46,13 @@ def committed_version(path: str | os.PathLike[str], app_id: str) -> int | None:
         return None
     version = DeltaTable(os.fspath(path)).transaction_version(app_id)
     return None if version is None else int(version)
+
+
+def already_committed(path: str | os.PathLike[str], app_id: str, version: int) -> bool:
+    """Whether the table holds (app_id, version) or a later version of that app id: a replayed
+    batch that needs no work."""
+    committed = committed_version(path, app_id)
+    return committed is not None and committed >= version
 
 
 def append(

@@ -54,6 +54,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from delta_tables.writes import table_version
 from jobs.config import RunoffConfig
 from jobs.console import say
 from jobs.errors import ConfigError, RunoffError
@@ -389,12 +390,6 @@ class TableChange:
         )
 
 
-def _version(path: Path) -> int:
-    from delta_tables.writes import table_version
-
-    return table_version(path)
-
-
 def _read(spark: SparkSession, path: Path, version: int | None = None) -> DataFrame:
     reader = spark.read.format("delta")
     if version is not None:
@@ -411,7 +406,7 @@ def _replace(
     writer = df.write.format("delta").mode("overwrite")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
-    if replace_where is not None and _version(path) >= 0:
+    if replace_where is not None and table_version(path) >= 0:
         writer = writer.option("replaceWhere", replace_where)
     writer.save(str(path))
 
@@ -426,12 +421,12 @@ def replace_slice(
     partition_by: Sequence[str] = (),
 ) -> TableChange:
     """Commit `new` in place of `current` (the table's slice) unless they hold the same rows."""
-    before = _version(path)
+    before = table_version(path)
     diff = diff_slices(new, current, ignore)
     changed = diff.new_rows > 0 if current is None else not diff.same
     if changed:
         _replace(new, path, replace_where, partition_by)
-    return TableChange(name, before, _version(path), diff.new_rows, changed)
+    return TableChange(name, before, table_version(path), diff.new_rows, changed)
 
 
 # -- the job ----------------------------------------------------------------------------------
@@ -482,7 +477,7 @@ def run_backfill(
         report(change.line())
 
     with recorded_run(config.runs_path, record):
-        record.versions_before = {t: _version(p) for t, p in tables.items()}
+        record.versions_before = {t: table_version(p) for t, p in tables.items()}
         record.versions_after = dict(record.versions_before)
         with hold_locks(config, dataset, f"runoff backfill {name} {interval}"):
             files = interval_files(config, name, interval)
@@ -520,7 +515,7 @@ def run_backfill(
                 fresh.unpersist()
                 parsed.unpersist()
             record.details["archived_files"] = archive_pending(config, name, files)
-            bronze_version = _version(config.bronze_path(name))
+            bronze_version = table_version(config.bronze_path(name))
             if bronze_version < 0:
                 report(f"backfill {name}: no bronze table yet: silver left alone")
             else:
@@ -533,7 +528,7 @@ def run_backfill(
                         done(replace_silver(spark, config, dataset, aggregate, source, interval))
                 finally:
                     near.unpersist()
-            record.versions_after = {t: _version(p) for t, p in tables.items()}
+            record.versions_after = {t: table_version(p) for t, p in tables.items()}
             record.details["tables"] = {
                 c.table: {"changed": c.changed, "rows": c.rows} for c in result.changes
             }
@@ -578,7 +573,7 @@ def refuse_empty_interval(
     from pyspark.sql import functions as F
 
     path = config.bronze_path(dataset)
-    if _version(path) < 0:
+    if table_version(path) < 0:
         return
     landing_dir = config.landing_dir(dataset)
     rows = (
@@ -604,7 +599,7 @@ def replace_bronze(
     from pyspark.sql import functions as F
 
     path = config.bronze_path(dataset)
-    version = _version(path)
+    version = table_version(path)
     if version < 0:
         current = None
         new = fresh.where(in_interval_dates(F.col("event_date"), interval))
@@ -636,7 +631,7 @@ def replace_quarantine(
     path = config.quarantine_path(dataset)
     landing_dir = config.landing_dir(dataset)
     new_files = {r["_source_file"] for r in bad.select("_source_file").distinct().collect()}
-    version = _version(path)
+    version = table_version(path)
     if version < 0:
         return replace_slice(f"quarantine_{dataset}", path, bad, None, None, (), ("ingest_date",))
     current_slice = _read(spark, path, version).where(
@@ -666,7 +661,7 @@ def replace_silver(
 ) -> TableChange:
     """Recompute one silver table's windows of the interval (or all of it, without windows)."""
     path = config.silver_path(aggregate.table)
-    exists = _version(path) >= 0
+    exists = table_version(path) >= 0
     if aggregate.window is None:
         new = aggregate.transform(bronze, dataset.watermark)
         current = _read(spark, path) if exists else None

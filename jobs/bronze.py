@@ -74,7 +74,7 @@ from pyspark.sql.types import (
 )
 
 from delta_tables.registry import bronze_table, ensure_table, quarantine_table
-from delta_tables.writes import append, table_version
+from delta_tables.writes import already_committed, append, table_version
 from jobs.catalog import dataset_info
 from jobs.config import RunoffConfig
 from jobs.console import say
@@ -87,7 +87,6 @@ from jobs.streaming import (
     BatchFunction,
     BatchProgress,
     RunProgress,
-    committed_batch,
     elapsed,
     guard_checkpoint,
     read_query_id,
@@ -505,8 +504,7 @@ class BronzeBatch:
         return self._app_id
 
     def _done(self, path: Path, batch_id: int) -> bool:
-        committed = committed_batch(path, self.app_id)
-        return committed is not None and committed >= batch_id
+        return already_committed(path, self.app_id, batch_id)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()

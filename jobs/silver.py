@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from delta_tables.registry import ensure_table, silver_table
-from delta_tables.writes import committed_version, is_delta_table, merge, table_version
+from delta_tables.writes import already_committed, is_delta_table, merge, table_version
 from jobs.config import RunoffConfig
 from jobs.console import say
 from jobs.datasets import Dataset, SilverAggregate, get_dataset
@@ -191,8 +191,7 @@ def merge_batch(
     stateful micro-batch twice would run its aggregation twice.
     """
     started = time.perf_counter()
-    committed = committed_version(path, app_id)
-    if committed is not None and committed >= batch_id:
+    if already_committed(path, app_id, batch_id):
         return MergeOutcome(0, 0, 0, time.perf_counter() - started, False, table_version(path))
     columns = spark_columns(batch.sparkSession, path)
     if sorted(columns) != sorted(batch.columns):

@@ -9,8 +9,7 @@ the query; it never starts Spark itself.
 API (small on purpose):
 - `trigger_kwargs(trigger)`: `DataStreamWriter.trigger(**...)` arguments of a CLI trigger name.
 - `read_query_id(checkpoint)`: the query id of a checkpoint, None before its first start.
-- `app_transactions(path)` / `committed_batch(path, app_id)`: what a Delta table holds (the
-  last batch each app id committed).
+- `app_transactions(path)`: every app id a Delta table holds with its last committed batch.
 - `guard_checkpoint(...)`: refuse a checkpoint that belongs to other tables, or a missing
   checkpoint whose tables already hold another stream's batches, naming the remedy.
 - `BatchProgress` + `batch_line()` and `summary_line()`: the progress line printed per
@@ -33,7 +32,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from delta_tables.writes import committed_version
 from jobs import interrupts
 from jobs.console import say
 from jobs.errors import ConfigError, RunoffError
@@ -71,11 +69,6 @@ def read_query_id(checkpoint: Path) -> str | None:
     except (OSError, ValueError, AttributeError) as exc:
         raise RunoffError(f"cannot read the query id from {path}: {exc}") from exc
     return query_id if isinstance(query_id, str) and query_id else None
-
-
-def committed_batch(path: Path, app_id: str) -> int | None:
-    """The last batch (`txnVersion`) that `app_id` committed to the table, None if none."""
-    return committed_version(path, app_id)
 
 
 def app_transactions(path: Path) -> dict[str, int]:
