@@ -47,9 +47,9 @@ def landing_listing(landing: Path) -> int:
 
 def main() -> dict[str, Any]:
     from benchmarks.result import load_average, metric, write_result
+    from core.config import RunoffConfig
     from delta_tables.writes import table_version
     from jobs.bronze import BronzeOptions, run
-    from jobs.config import RunoffConfig
     from jobs.generate import generate_dataset
     from jobs.spark import get_spark
 

@@ -173,7 +173,7 @@ def measure(
 
 
 def main() -> dict[str, Any]:
-    from jobs.config import RunoffConfig
+    from core.config import RunoffConfig
     from jobs.spark import get_spark
 
     WORK_DIR.mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,7 @@ import pyarrow as pa
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from jobs.config import RunoffConfig
+    from core.config import RunoffConfig
 
 INCREMENTS = 30
 WARMUP = 2
@@ -145,8 +145,8 @@ def main() -> dict[str, Any]:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from benchmarks.result import load_average, metric, write_result
+    from core.config import RunoffConfig
     from delta_tables.registry import bronze_table, ensure_table
-    from jobs.config import RunoffConfig
     from jobs.datasets import get_dataset
     from jobs.silver import run_silver
     from jobs.spark import get_spark

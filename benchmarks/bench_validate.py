@@ -88,8 +88,8 @@ def append_versions(spark: SparkSession, path: Path, first: int, count: int) -> 
 def serve_writes(home: Path) -> None:
     """The writer child: create the bronze table, answer `ready`, then for each `<first>
     <count>` line on stdin append those versions and answer the seconds it took."""
+    from core.config import RunoffConfig
     from delta_tables.registry import bronze_table, ensure_table
-    from jobs.config import RunoffConfig
     from jobs.spark import get_spark
 
     # Answers go to the original stdout; anything else written there (the JVM inherits the
@@ -163,7 +163,7 @@ def timed_validation(config: Any, full: bool = False) -> dict[str, Any]:
 
 
 def main() -> dict[str, Any]:
-    from jobs.config import RunoffConfig
+    from core.config import RunoffConfig
 
     load_before = load_average()
     started_all = time.perf_counter()

@@ -1,11 +1,12 @@
-"""Build runoff's Airflow DAGs: one `runoff_<dataset>` DAG per catalog dataset, one maintenance DAG.
+"""Build runoff's Airflow DAGs: one `runoff_<dataset>` DAG per dataset spec, one maintenance DAG.
 
-Input: the Spark-free catalog (`jobs.catalog`). Output: DAG objects whose tasks run the `runoff`
+Input: the table catalog (`delta_tables.catalog`: the specs of the built-in folder and of every
+folder in `RUNOFF_DATASETS`; no Spark). Output: DAG objects whose tasks run the `runoff`
 CLI through `spark-submit` (`SparkSubmitOperator`, connection `spark_default`: `local[*]` by
 default, a cluster master by changing the connection). Nothing here imports Spark or Great
 Expectations: a DAG file adds milliseconds to Airflow's own imports when it is parsed.
 
-Grain and trigger behaviour of `runoff_<dataset>` (hourly by default, `catchup=False`,
+Grain and trigger behaviour of `runoff_<dataset>` (the spec's `schedule`, `catchup=False`,
 `max_active_runs=1` because a run holds the dataset's checkpoints):
 
     route ─▶ reset (param full_refresh) ─▶ bronze ─▶ silver ─▶ validate
@@ -28,8 +29,10 @@ Grain and trigger behaviour of `runoff_<dataset>` (hourly by default, `catchup=F
 The runoff home comes from the Airflow Variable `runoff_home`, else the `RUNOFF_HOME` environment
 variable, else `<repo>/.runoff`; it is read when a task renders its arguments (run time), except
 for the Asset URIs, which the DAG file needs while it is parsed (environment or default only).
-`RUNOFF_DAG_SCHEDULE` overrides the schedule of the dataset DAGs (e.g. `@daily`, so that a
-backfill over N days creates N runs instead of 24 N).
+`RUNOFF_DAG_SCHEDULE` overrides the specs' schedules (e.g. `@daily`, so that a backfill over N
+days creates N runs instead of 24 N). `dags/runoff_datasets.py` builds a DAG per good spec;
+`dags/runoff_spec_errors.py` fails to import while a spec is refused, so the Airflow UI lists the
+refused files and their problems as an import error while every other DAG still loads.
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Asset, Param, TriggerRule, task
 
-from jobs.catalog import CATALOG, DATASET_NAMES, DatasetInfo
+from core.config import RunoffConfig
+from delta_tables.catalog import Catalog
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The Python file spark-submit runs: it calls `jobs.cli.main(argv)` and exits with its code.
@@ -53,7 +57,6 @@ SUBMIT_APPLICATION = REPO_ROOT / "jobs" / "submit.py"
 
 SPARK_CONN_ID = "spark_default"
 SPARK_POOL = "spark"
-DEFAULT_SCHEDULE = "@hourly"
 MAINTENANCE_SCHEDULE = "@daily"
 START_DATE = pendulum.datetime(2024, 1, 1, tz="UTC")
 HOME_VARIABLE = "runoff_home"
@@ -118,6 +121,12 @@ def backfill_end(start: datetime, end: datetime) -> str:
     return backfill_days(start, end)[1].isoformat()
 
 
+def load_catalog(env: Mapping[str, str] | None = None) -> Catalog:
+    """The catalog as the tasks will see it: home and `RUNOFF_DATASETS` of the environment."""
+    env = os.environ if env is None else env
+    return Catalog.load(RunoffConfig.from_sources(home=default_home(env), env=env))
+
+
 def runoff_args(command: str, dataset: str, *extra: str) -> list[str]:
     """Arguments of `jobs/submit.py` (the `runoff` CLI): `--home <home> <command> <dataset> ...`."""
     return ["--home", HOME_TEMPLATE, command, dataset, *extra]
@@ -134,7 +143,7 @@ def spark_conf() -> dict[str, str]:
 def submit_jars() -> str:
     """delta-spark's jars for `spark-submit --jars` (jobs.spark.delta_jars). When they are not
     installed the DAG still loads: the task then fails with the one-line remedy."""
-    from jobs.errors import ConfigError
+    from core.errors import ConfigError
     from jobs.spark import delta_jars
 
     try:
@@ -154,46 +163,45 @@ def spark_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     bin_dir = str(Path(sys.executable).parent)
     path = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
     pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    return {
+    spark = {
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "PYTHONPATH": pythonpath,
         "PATH": path,
     }
+    if env.get("RUNOFF_DATASETS"):  # the spec folders the DAGs were built from
+        spark["RUNOFF_DATASETS"] = env["RUNOFF_DATASETS"]
+    return spark
 
 
-def dataset_assets(info: DatasetInfo, home: str) -> dict[str, Asset]:
+def dataset_assets(catalog: Catalog, dataset: str) -> dict[str, Asset]:
     """Airflow Assets for a dataset's landing files and tables (lineage in the UI)."""
-    root = Path(home)
 
     def asset(name: str, path: Path, layer: str) -> Asset:
         return Asset(
             name=name,
-            uri=path.as_uri(),
+            uri=path.absolute().as_uri(),
             group="runoff",
-            extra={"dataset": info.name, "layer": layer},
+            extra={"dataset": dataset, "layer": layer},
         )
 
-    assets = {
-        "landing": asset(f"landing_{info.name}", root / "landing" / info.name, "landing"),
-        "bronze": asset(info.bronze_table, root / "delta" / "bronze" / info.name, "bronze"),
-        "quarantine": asset(
-            info.quarantine_table, root / "delta" / "quarantine" / info.name, "quarantine"
-        ),
-    }
-    for table in info.silver_tables:
-        assets[table] = asset(table, root / "delta" / "silver" / table, "silver")
+    tables = catalog.tables(dataset)
+    assets = {"landing": asset(f"landing_{dataset}", catalog.landing_dir(dataset), "landing")}
+    assets["bronze"] = asset(tables.bronze.name, tables.bronze.path, "bronze")
+    assets["quarantine"] = asset(tables.quarantine.name, tables.quarantine.path, "quarantine")
+    for table in tables.silver:
+        assets[table.name] = asset(table.name, table.path, "silver")
     return assets
 
 
-def dataset_doc(info: DatasetInfo, home: str) -> str:
-    silver = "\n".join(
-        f"| silver | `{t}` | `{home}/delta/silver/{t}` |" for t in info.silver_tables
-    )
+def dataset_doc(catalog: Catalog, dataset: str) -> str:
+    spec = catalog.spec(dataset)
+    tables = catalog.tables(dataset)
+    rows = "\n".join(f"| {t.layer} | `{t.name}` | `{t.path}` |" for t in tables)
     return f"""\
-### runoff pipeline: `{info.name}`
+### runoff pipeline: `{dataset}`
 
-{info.description}.
+{spec.description or dataset} (spec: `{spec.file}`)
 
 Scheduled and manual runs are incremental (Structured Streaming, `availableNow`, checkpointed):
 `bronze` ingests new landing files, `silver` updates the windowed aggregates, `validate` checks
@@ -202,20 +210,19 @@ with the summary table and the Data Docs path).
 
 | layer | table | path |
 |---|---|---|
-| landing | `landing/{info.name}` | `{home}/landing/{info.name}` |
-| bronze | `{info.bronze_table}` | `{home}/delta/bronze/{info.name}` |
-| quarantine | `{info.quarantine_table}` | `{home}/delta/quarantine/{info.name}` |
-{silver}
+| landing | `landing_{dataset}` | `{catalog.landing_dir(dataset)}` |
+{rows}
 
-- **Backfill** (`airflow backfill create --dag-id runoff_{info.name} ...`): each backfill run
-  executes `runoff backfill {info.name} --start D1 --end D2` for the whole UTC days containing its
+- **Backfill** (`airflow backfill create --dag-id runoff_{dataset} ...`): each backfill run
+  executes `runoff backfill {dataset} --start D1 --end D2` for the whole UTC days containing its
   data interval (an hourly interval widens to its day), a bounded batch re-run that replaces that
   slice of bronze and silver, is idempotent and never touches the live checkpoints.
 - **Full refresh**: trigger with param `full_refresh=true` to run
-  `runoff reset {info.name} --layer all --yes` before bronze.
+  `runoff reset {dataset} --layer all --yes` before bronze.
 - Every task is a `spark-submit` through connection `{SPARK_CONN_ID}` in pool `{SPARK_POOL}`;
   `max_active_runs=1` because a run holds the dataset's checkpoints.
-- Home: Variable `{HOME_VARIABLE}`, else `$RUNOFF_HOME` (Asset URIs use `{home}`).
+- Home: Variable `{HOME_VARIABLE}`, else `$RUNOFF_HOME` (Asset URIs use
+  `{catalog.config.home}`).
 """
 
 
@@ -253,22 +260,41 @@ def _macros() -> dict[str, Any]:
     }
 
 
-def build_dataset_dag(dataset: str, schedule: str | None = None) -> DAG:
+def build_dataset_dags(catalog: Catalog | None = None) -> dict[str, DAG]:
+    """A `runoff_<name>` DAG per good spec of the catalog, by DAG id."""
+    catalog = catalog or load_catalog()
+    return {f"runoff_{name}": build_dataset_dag(name, catalog=catalog) for name in catalog.names}
+
+
+def spec_errors(catalog: Catalog | None = None) -> str | None:
+    """Every refused spec file and its problems (one line each), or None when all are good."""
+    catalog = catalog or load_catalog()
+    if not catalog.problems:
+        return None
+    lines = [f"{len(catalog.problems)} dataset spec(s) refused; their DAGs are not built:"]
+    for problems in catalog.problems.values():
+        lines.extend(problems)
+    return "\n".join(lines)
+
+
+def build_dataset_dag(
+    dataset: str, schedule: str | None = None, catalog: Catalog | None = None
+) -> DAG:
     """`runoff_<dataset>`: route, [reset,] bronze, silver, validate; or backfill then validate."""
-    info = CATALOG[dataset]
-    home = default_home()
-    assets = dataset_assets(info, home)
-    silver_assets = [assets[t] for t in info.silver_tables]
+    catalog = catalog or load_catalog()
+    spec = catalog.spec(dataset)
+    assets = dataset_assets(catalog, dataset)
+    silver_assets = [assets[t] for t in spec.silver_tables]
     with DAG(
         dag_id=f"runoff_{dataset}",
         description=f"landing -> bronze -> silver -> validate for {dataset}",
-        schedule=schedule or os.environ.get("RUNOFF_DAG_SCHEDULE") or DEFAULT_SCHEDULE,
+        schedule=schedule or os.environ.get("RUNOFF_DAG_SCHEDULE") or spec.schedule,
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
         default_args=DEFAULT_ARGS,
         tags=["runoff", dataset],
-        doc_md=dataset_doc(info, home),
+        doc_md=dataset_doc(catalog, dataset),
         params={
             "full_refresh": Param(
                 False,
@@ -326,12 +352,15 @@ def build_dataset_dag(dataset: str, schedule: str | None = None) -> DAG:
     return dag
 
 
-def build_maintenance_dag(datasets: Sequence[str] = DATASET_NAMES) -> DAG:
+def build_maintenance_dag(
+    datasets: Sequence[str] | None = None, catalog: Catalog | None = None
+) -> DAG:
     """`runoff_maintenance`: daily `runoff maintain <dataset>` (compact, checkpoint, vacuum)."""
-    home = default_home()
+    catalog = catalog or load_catalog()
+    home = catalog.config.home
+    datasets = catalog.names if datasets is None else datasets
     tables = "\n".join(
-        f"- `{name}`: `{CATALOG[name].bronze_table}`, `{CATALOG[name].quarantine_table}`, "
-        + ", ".join(f"`{t}`" for t in CATALOG[name].silver_tables)
+        f"- `{name}`: " + ", ".join(f"`{t.name}`" for t in catalog.tables(name))
         for name in datasets
     )
     with DAG(

@@ -13,17 +13,19 @@ rows and the parked ones.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from core.ledger import RUN_KEY, RUNS_SCHEMA, RunRecord
+from core.locking import blocking_lock
 from delta_tables.arrow import equals, read_arrow
 from delta_tables.writes import is_delta_table
 
@@ -57,17 +59,9 @@ def park(path: Path, rows: pa.Table) -> Path:
     return target
 
 
-@contextmanager
-def _flush_lock(path: Path) -> Iterator[None]:
+def _flush_lock(path: Path) -> AbstractContextManager[None]:
     """One flush of a table's parked rows at a time (two would both commit them)."""
-    folder = path / PENDING
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return blocking_lock(path / PENDING / ".lock")
 
 
 def append_rows(path: Path, rows: pa.Table, key: Sequence[str]) -> None:
@@ -121,3 +115,15 @@ def read_rows(
 
 def schema_of(schema: pa.Schema, names: Sequence[str]) -> pa.Schema:
     return pa.schema([schema.field(name) for name in names])
+
+
+def append_run(runs_path: Path, record: RunRecord) -> None:
+    """Append one run to the ledger (creating the table on first use)."""
+    append_rows(runs_path, pa.Table.from_pylist([record.to_row()], schema=RUNS_SCHEMA), RUN_KEY)
+
+
+def read_runs(runs_path: Path, dataset: str | None = None) -> list[dict[str, Any]]:
+    """All ledger rows (optionally of one dataset), oldest first."""
+    equal = {"dataset": dataset} if dataset is not None else None
+    rows: list[dict[str, Any]] = read_rows(runs_path, RUNS_SCHEMA, RUN_KEY, equal=equal).to_pylist()
+    return sorted(rows, key=lambda r: r["started_at"])

@@ -62,14 +62,18 @@ def append(
     partition_by: Sequence[str] = (),
     app_id: str,
     version: int,
+    merge_schema: bool = False,
 ) -> None:
-    """Append `df` in one commit, at most once per (app_id, version)."""
+    """Append `df` in one commit, at most once per (app_id, version); `merge_schema` lets the
+    commit add `df`'s new columns to the table (Delta schema evolution)."""
     writer = (
         df.write.format("delta")
         .mode("append")
         .option("txnAppId", app_id)
         .option("txnVersion", str(version))
     )
+    if merge_schema:
+        writer = writer.option("mergeSchema", "true")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(os.fspath(path))

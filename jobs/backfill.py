@@ -54,18 +54,18 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.config import RunoffConfig
+from core.console import say
+from core.errors import ConfigError, RunoffError
+from core.ledger import RunRecord
+from core.locking import checkpoint_lock
 from delta_tables.writes import table_version
-from jobs.config import RunoffConfig
-from jobs.console import say
-from jobs.errors import ConfigError, RunoffError
-from jobs.ledger import RunRecord
-from jobs.locking import checkpoint_lock
 from jobs.status import bronze_checkpoint, ingested_files, is_data_file, last_batch_id
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from jobs.datasets import Dataset, SilverAggregate
+    from jobs.dataset import Dataset, SilverAggregate
 
 LAYER = "backfill"
 TRIGGER = "batch"
@@ -342,7 +342,7 @@ def read_interval_lines(
         frame = frame.unionByName(lines(in_landing))
     archived = [str(f.location) for f in files if f.archived]
     if archived:
-        landing_root = config.landing_dir(dataset).absolute()
+        landing_root = _landing(config, dataset).absolute()
         # archive_dir = <archive root><absolute landing dir>: the root's segments come first.
         segments = len(archive_dir(config, dataset).parts) - len(landing_root.parts)
         as_landing = F.regexp_replace("_source_file", strip_segments_pattern(segments), "$1")
@@ -456,11 +456,12 @@ def run_backfill(
     report: Callable[[str], None] = say,
 ) -> BackfillResult:
     """Re-run the interval: bronze, quarantine, silver; one ledger row. See the module doc."""
+    from delta_tables.catalog import Catalog
     from jobs.bronze import good_rows, parse_lines, quarantine_rows
-    from jobs.datasets import get_dataset
+    from jobs.dataset import load_dataset
     from jobs.streaming import recorded_run
 
-    dataset = get_dataset(dataset_name)
+    dataset = load_dataset(Catalog.load(config), dataset_name)
     name = dataset.name
     started = time.perf_counter()
     record = RunRecord(dataset=name, layer=LAYER, trigger=TRIGGER)
@@ -566,6 +567,12 @@ def bronze_near(bronze: DataFrame, dataset: Dataset, interval: Interval) -> Data
     )
 
 
+def _landing(config: RunoffConfig, dataset: str) -> Path:
+    from delta_tables.catalog import Catalog
+
+    return Catalog.load(config).landing_dir(dataset)
+
+
 def refuse_empty_interval(
     spark: SparkSession, config: RunoffConfig, dataset: str, interval: Interval
 ) -> None:
@@ -575,18 +582,18 @@ def refuse_empty_interval(
     path = config.bronze_path(dataset)
     if table_version(path) < 0:
         return
-    landing_dir = config.landing_dir(dataset)
+    landing = _landing(config, dataset)
     rows = (
         _read(spark, path)
         .where(
             in_interval_dates(F.col("event_date"), interval)
-            & in_interval_folders(F.col("_source_file"), interval, landing_dir)
+            & in_interval_folders(F.col("_source_file"), interval, landing)
         )
         .count()
     )
     if rows:
         raise RunoffError(
-            f"no landing files of {dataset} {interval} in {landing_dir} or its archive, but "
+            f"no landing files of {dataset} {interval} in {landing} or its archive, but "
             f"bronze holds {rows} rows from them: refusing to delete them (restore the files, "
             f"or rebuild with `runoff reset {dataset} --layer bronze --yes`)"
         )
@@ -606,7 +613,7 @@ def replace_bronze(
     else:
         table = _read(spark, path, version)
         current = table.where(in_interval_dates(F.col("event_date"), interval))
-        new = bronze_slice(fresh, current, interval, config.landing_dir(dataset))
+        new = bronze_slice(fresh, current, interval, _landing(config, dataset))
     return replace_slice(
         f"bronze_{dataset}",
         path,
@@ -629,13 +636,13 @@ def replace_quarantine(
     from pyspark.sql import functions as F
 
     path = config.quarantine_path(dataset)
-    landing_dir = config.landing_dir(dataset)
+    landing = _landing(config, dataset)
     new_files = {r["_source_file"] for r in bad.select("_source_file").distinct().collect()}
     version = table_version(path)
     if version < 0:
         return replace_slice(f"quarantine_{dataset}", path, bad, None, None, (), ("ingest_date",))
     current_slice = _read(spark, path, version).where(
-        in_interval_folders(F.col("_source_file"), interval, landing_dir)
+        in_interval_folders(F.col("_source_file"), interval, landing)
     )
     old_files = {
         r["_source_file"] for r in current_slice.select("_source_file").distinct().collect()

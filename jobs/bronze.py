@@ -56,6 +56,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,16 +74,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from delta_tables.registry import bronze_table, ensure_table, quarantine_table
+from core.config import RunoffConfig
+from core.console import say
+from core.errors import ConfigError, RunoffError
+from core.ledger import RunRecord
+from core.locking import checkpoint_lock
+from delta_tables.catalog import Catalog, ensure_table
+from delta_tables.schemas import QUARANTINE_SCHEMA
 from delta_tables.writes import already_committed, append, table_version
-from jobs.catalog import dataset_info
-from jobs.config import RunoffConfig
-from jobs.console import say
-from jobs.datasets import Dataset, get_dataset
-from jobs.datasets.base import QUARANTINE_SCHEMA
-from jobs.errors import ConfigError, RunoffError
-from jobs.ledger import RunRecord
-from jobs.locking import checkpoint_lock
+from jobs.dataset import Dataset, load_dataset
 from jobs.streaming import (
     BatchFunction,
     BatchProgress,
@@ -110,7 +110,11 @@ ERR_JSON = "unparseable JSON"
 ERR_TYPE = "wrong type"
 ERR_MISSING = "missing required field"
 ERR_EVENT_TIME = "missing event time"
-ERRORS = (ERR_UTF8, ERR_NOT_OBJECT, ERR_JSON, ERR_TYPE, ERR_MISSING, ERR_EVENT_TIME)
+ERR_RULE = "rule failed"
+ERRORS = (ERR_UTF8, ERR_NOT_OBJECT, ERR_JSON, ERR_TYPE, ERR_MISSING, ERR_EVENT_TIME, ERR_RULE)
+RESCUED = "_rescued_data"
+# Every field of a JSON object as text (Spark's reader keeps a non-string value's JSON text).
+FIELDS_AS_TEXT = "MAP<STRING, STRING>"
 
 # Columns of the raw line DataFrame `parse_lines` takes (see `read_landing`).
 RAW_SCHEMA = StructType(
@@ -123,6 +127,7 @@ RAW_SCHEMA = StructType(
 # Helper columns `parse_lines` adds next to the record's own columns.
 PARSED_COLUMNS = (
     "event_time",
+    RESCUED,
     "_source_file",
     "_raw",
     "_error",
@@ -139,10 +144,8 @@ _STRING_LIKE = (StringType, TimestampType, TimestampNTZType, DateType)
 
 # -- pure transforms ----------------------------------------------------------------------
 def record_columns(dataset: Dataset) -> list[str]:
-    """The columns `to_bronze` receives: the record's fields (text datasets: the line)."""
-    if dataset.record_schema is None:
-        return list(dataset.bronze_schema.fieldNames())
-    return list(dataset.record_schema.fieldNames())
+    """The record's fields (text datasets: the line)."""
+    return dataset.record_columns
 
 
 def parse_lines(raw: DataFrame, dataset: Dataset) -> DataFrame:
@@ -185,7 +188,7 @@ def _parse_text(base: DataFrame, dataset: Dataset) -> DataFrame:
         .when(~F.col("_utf8"), F.lit(ERR_UTF8))
         .when(F.col("event_time").isNull(), F.lit(ERR_EVENT_TIME))
     )
-    return _finish(with_time.withColumn("_error", error), [name])
+    return _finish(_with_rules(with_time, dataset, error), [name], rescued=False)
 
 
 def _parse_json(base: DataFrame, dataset: Dataset, schema: StructType) -> DataFrame:
@@ -225,7 +228,31 @@ def _parse_json(base: DataFrame, dataset: Dataset, schema: StructType) -> DataFr
         .when(missing != "", F.concat(F.lit(f"{ERR_MISSING}: "), missing))
         .when(F.col("event_time").isNull(), F.lit(ERR_EVENT_TIME))
     )
-    return _finish(with_time.withColumn("_error", error), names)
+    known = F.array(*[F.lit(n) for n in names])
+    unknown = F.map_filter(
+        F.from_json(value, FIELDS_AS_TEXT), lambda k, _: ~F.array_contains(known, k)
+    )
+    rescued = F.when(F.size(unknown) > 0, F.to_json(unknown))
+    with_rescued = with_time.withColumn(RESCUED, rescued)
+    return _finish(_with_rules(with_rescued, dataset, error), names, rescued=True)
+
+
+def _with_rules(df: DataFrame, dataset: Dataset, error: Column) -> DataFrame:
+    """`_error` := `error`, else the names of the row rules the record breaks (a rule holds
+    only when its SQL is true). Rules see the record's columns under their bronze names."""
+    if not dataset.rules:
+        return df.withColumn("_error", error)
+    renamed = {new: F.col(old) for old, new in dataset.spec.rename if new not in df.columns}
+    scope = df.withColumns(renamed)
+    broken = F.concat_ws(
+        ", ",
+        *[
+            F.when(~F.coalesce(F.expr(rule.expr), F.lit(False)), F.lit(rule.name))
+            for rule in dataset.rules
+        ],
+    )
+    error = error.when(broken != "", F.concat(F.lit(f"{ERR_RULE}: "), broken))
+    return scope.withColumn("_error", error).drop(*renamed)
 
 
 def _non_string_pattern(value: Column, names: list[str]) -> Column:
@@ -245,7 +272,7 @@ def _not_a_json_string(value: Column, name: str) -> Column:
     return kind.isNotNull() & ~kind.isin("STRING", "VOID")
 
 
-def _finish(df: DataFrame, names: list[str]) -> DataFrame:
+def _finish(df: DataFrame, names: list[str], rescued: bool) -> DataFrame:
     blank = F.col("_blank")
     # A blank line is never an error, whatever the expressions above say.
     error = F.when(blank, F.lit(None).cast("string")).otherwise(F.col("_error"))
@@ -259,45 +286,35 @@ def _finish(df: DataFrame, names: list[str]) -> DataFrame:
         blank.alias("_blank"),
         "_block_start",
         "_row_id",
+        (F.col(RESCUED) if rescued else F.lit(None).cast("string")).alias(RESCUED),
     )
 
 
 def good_rows(
-    parsed: DataFrame, dataset: Dataset, batch_id: int, ingested_at: datetime
+    parsed: DataFrame,
+    dataset: Dataset,
+    batch_id: int,
+    ingested_at: datetime,
+    added_columns: Sequence[str] = (),
 ) -> DataFrame:
-    """The valid records of `parse_lines` output as bronze rows (`Dataset.full_bronze_schema`).
-
-    `to_bronze` selects and renames record columns; the row's metadata (event time, source
-    file) rides along inside each column as a struct so that it survives that select, and the
-    optimizer removes the structs again.
-    """
+    """The valid records of `parse_lines` output as bronze rows (`Dataset.full_bronze_schema`,
+    then `added_columns`: fields taken out of `_rescued_data` as strings, for `add_columns`)."""
     valid = parsed.where(~F.col("_blank") & F.col("_error").isNull())
-    meta = F.struct(F.col("event_time"), F.col("_source_file"))
-    wrapped = valid.select(
-        *[F.struct(F.col(n).alias("v"), meta.alias("m")).alias(n) for n in record_columns(dataset)],
-        F.col("_source_file"),
+    fields = F.from_json(F.col(RESCUED), FIELDS_AS_TEXT)
+    schema = StructType(
+        [*dataset.full_bronze_schema.fields, *[StructField(c, StringType()) for c in added_columns]]
     )
-    mapped = dataset.to_bronze(wrapped)
-    expected = dataset.bronze_schema.fieldNames()
-    if mapped.columns != expected or not all(
-        isinstance(f.dataType, StructType) and f.dataType.fieldNames() == ["v", "m"]
-        for f in mapped.schema.fields
-    ):
-        raise ConfigError(
-            f"to_bronze of dataset {dataset.name!r} must only select or rename record columns "
-            f"into {expected}; it returned {mapped.columns}"
-        )
-    first = expected[0]
-    event_time = F.col(f"{first}.m.event_time")
-    columns = [
-        *[F.col(f"{n}.v").alias(n) for n in expected],
-        event_time.alias("event_time"),
-        F.to_date(event_time).alias("event_date"),
-        F.col(f"{first}.m._source_file").alias("_source_file"),
+    mapped = valid.select(
+        *dataset.bronze_columns(),
+        F.col("event_time"),
+        F.to_date("event_time").alias("event_date"),
+        F.col("_source_file"),
         F.lit(ingested_at).alias("_ingested_at"),
         F.lit(batch_id).alias("_batch_id"),
-    ]
-    return conform(mapped.select(*columns), dataset.full_bronze_schema)
+        F.col(RESCUED),
+        *[fields.getItem(c).alias(c) for c in added_columns],
+    )
+    return conform(mapped, schema)
 
 
 def quarantine_rows(parsed: DataFrame, batch_id: int, ingested_at: datetime) -> DataFrame:
@@ -336,19 +353,30 @@ class LineCounts:
     rows_in: int
     good: int
     bad: int
+    rescued: int = 0  # valid records with fields the schema does not declare
 
 
 def count_lines(parsed: DataFrame) -> LineCounts:
     """One aggregation over `parse_lines` output."""
     non_blank = ~F.col("_blank")
     bad = non_blank & F.col("_error").isNotNull()
+    rescued = non_blank & F.col("_error").isNull() & F.col(RESCUED).isNotNull()
     row = parsed.agg(
         F.count(F.when(non_blank, 1)).alias("rows_in"),
         F.count(F.when(bad, 1)).alias("bad"),
+        F.count(F.when(rescued, 1)).alias("rescued"),
     ).first()
     rows_in = int(row["rows_in"]) if row else 0
     bad_rows = int(row["bad"]) if row else 0
-    return LineCounts(rows_in=rows_in, good=rows_in - bad_rows, bad=bad_rows)
+    rescued_rows = int(row["rescued"]) if row else 0
+    return LineCounts(rows_in=rows_in, good=rows_in - bad_rows, bad=bad_rows, rescued=rescued_rows)
+
+
+def unknown_fields(parsed: DataFrame) -> list[str]:
+    """The field names outside the declared schema among the valid records, sorted."""
+    valid = parsed.where(~F.col("_blank") & F.col("_error").isNull() & F.col(RESCUED).isNotNull())
+    names = valid.select(F.explode(F.map_keys(F.from_json(RESCUED, FIELDS_AS_TEXT))).alias("k"))
+    return sorted(row["k"] for row in names.distinct().collect())
 
 
 # -- options and paths --------------------------------------------------------------------
@@ -378,15 +406,20 @@ class BronzeOptions:
         )
 
 
+def landing_dir(config: RunoffConfig, dataset: str) -> Path:
+    """The dataset's landing folder (its spec's `source.path`)."""
+    return Catalog.load(config).landing_dir(dataset)
+
+
 def archive_dir(config: RunoffConfig, dataset: str) -> Path:
     """Where Spark moves ingested landing files: the archive root plus their absolute path."""
-    landing = config.landing_dir(dataset).absolute()
+    landing = landing_dir(config, dataset).absolute()
     return config.home / "archive" / LAYER / landing.relative_to(landing.anchor)
 
 
 def landing_dirs(config: RunoffConfig, dataset: str) -> tuple[Path, Path]:
     """The folders holding a dataset's landing files: not yet ingested, and archived."""
-    return config.landing_dir(dataset), archive_dir(config, dataset)
+    return landing_dir(config, dataset), archive_dir(config, dataset)
 
 
 def restore_archive(config: RunoffConfig, dataset: str) -> int:
@@ -410,11 +443,6 @@ def restore_archive(config: RunoffConfig, dataset: str) -> int:
     return moved
 
 
-def table_names(dataset: str) -> dict[str, str]:
-    info = dataset_info(dataset)
-    return {"bronze": info.bronze_table, "quarantine": info.quarantine_table}
-
-
 # -- I/O ------------------------------------------------------------------------------------
 def read_landing(
     spark: SparkSession, config: RunoffConfig, dataset: str, options: BronzeOptions
@@ -436,7 +464,7 @@ def read_landing(
         reader = reader.option("cleanSource", "archive").option(
             "sourceArchiveDir", str(config.home / "archive" / LAYER)
         )
-    return reader.load(str(config.landing_dir(dataset))).select(
+    return reader.load(str(landing_dir(config, dataset))).select(
         F.col("value"),
         F.col("_metadata.file_path").alias("_source_file"),
         F.col("_metadata.file_block_start").alias("_block_start"),
@@ -486,13 +514,15 @@ class BronzeBatch:
     """The `foreachBatch` function: parse, write bronze, write quarantine, report."""
 
     def __init__(
-        self, config: RunoffConfig, dataset: Dataset, checkpoint: Path, progress: RunProgress
+        self, catalog: Catalog, dataset: Dataset, checkpoint: Path, progress: RunProgress
     ) -> None:
+        tables = catalog.tables(dataset.name)
         self.dataset = dataset
-        self.bronze = config.bronze_path(dataset.name)
-        self.quarantine = config.quarantine_path(dataset.name)
+        self.bronze = tables.bronze.path
+        self.quarantine = tables.quarantine.path
         self.checkpoint = checkpoint
         self.progress = progress
+        self.added_columns: list[str] = []  # schema_evolution add_columns: added by this run
         self._app_id: str | None = None
 
     @property
@@ -522,12 +552,14 @@ class BronzeBatch:
             counts = count_lines(parsed)
             logger.debug("batch %s: parsed and counted in %.2f s", batch_id, elapsed(started))
             if counts.good and not bronze_done:
+                extra = self._extra_columns(parsed, counts, batch.sparkSession)
                 append(
-                    good_rows(parsed, self.dataset, batch_id, ingested_at),
+                    good_rows(parsed, self.dataset, batch_id, ingested_at, extra),
                     self.bronze,
                     partition_by=["event_date"],
                     app_id=self.app_id,
                     version=batch_id,
+                    merge_schema=bool(extra),
                 )
                 logger.debug("batch %s: bronze written at %.2f s", batch_id, elapsed(started))
             if counts.bad and not quarantine_done:
@@ -554,6 +586,29 @@ class BronzeBatch:
             )
         )
 
+    def _extra_columns(
+        self, parsed: DataFrame, counts: LineCounts, spark: SparkSession
+    ) -> list[str]:
+        """Bronze columns beyond the declared ones (`schema_evolution`): none for `rescue`
+        (unknown fields stay in `_rescued_data`); for `add_columns` every field bronze has
+        gained so far plus this batch's new ones; `fail` refuses a batch with unknown fields
+        (before anything is written: the checkpoint stays where it was)."""
+        mode = self.dataset.spec.schema_evolution
+        if mode == "rescue" or self.dataset.record_format != "json":
+            return []
+        declared = set(self.dataset.full_bronze_schema.fieldNames())
+        current = spark.read.format("delta").load(str(self.bronze)).columns
+        known = [c for c in current if c not in declared]
+        new = [f for f in unknown_fields(parsed) if f not in known] if counts.rescued else []
+        if new and mode == "fail":
+            raise RunoffError(
+                f"{self.dataset.name}: records carry fields the schema does not declare: "
+                f"{', '.join(new)} (schema_evolution: fail): declare them in "
+                f"{self.dataset.spec.file} or choose rescue or add_columns"
+            )
+        self.added_columns.extend(new)
+        return known + new
+
 
 # -- the job --------------------------------------------------------------------------------
 def run(
@@ -570,15 +625,14 @@ def run(
     appends one row to the run ledger.
     """
     options = options or BronzeOptions()
-    dataset = get_dataset(dataset_name)
-    name = dataset.name
+    catalog = Catalog.load(config)
+    spec = catalog.spec(dataset_name)
+    name = spec.name
     job = f"bronze {name}"
-    checkpoint = config.checkpoint_dir(LAYER, name)
-    names = table_names(name)
-    tables = {
-        names["bronze"]: config.bronze_path(name),
-        names["quarantine"]: config.quarantine_path(name),
-    }
+    bronze, quarantine = catalog.tables(name).bronze, catalog.tables(name).quarantine
+    assert bronze.checkpoint is not None
+    checkpoint = bronze.checkpoint
+    tables = {bronze.name: bronze.path, quarantine.name: quarantine.path}
     record = RunRecord(dataset=name, layer=LAYER, trigger=options.trigger)
     record.details = {
         "max_files_per_trigger": options.max_files_per_trigger,
@@ -589,7 +643,7 @@ def run(
     with recorded_run(config.runs_path, record), checkpoint_lock(checkpoint, f"runoff {job}"):
         record.versions_before = {t: table_version(p) for t, p in tables.items()}
         record.versions_after = dict(record.versions_before)
-        landing = config.landing_dir(name)
+        landing = catalog.landing_dir(name)
         if not landing.is_dir():
             raise RunoffError(
                 f"no landing directory for {name}: {landing} does not exist "
@@ -600,7 +654,7 @@ def run(
             owner={
                 "dataset": name,
                 "layer": LAYER,
-                "table": str(config.bronze_path(name).relative_to(config.home)),
+                "table": str(bronze.path.relative_to(config.home)),
             },
             tables=tables,
             reset_command=f"runoff reset {name} --layer bronze --yes",
@@ -613,9 +667,11 @@ def run(
             from jobs.spark import get_spark
 
             spark = get_spark(app_name=f"runoff-bronze-{name}", config=config)
-        for spec in (bronze_table(config, dataset), quarantine_table(config, dataset)):
-            ensure_table(spark, spec)
-        function = BatchFunction(BronzeBatch(config, dataset, checkpoint, progress))
+        dataset = load_dataset(catalog, name)
+        ensure_table(spark, bronze, dataset.full_bronze_schema)
+        ensure_table(spark, quarantine)
+        batches = BronzeBatch(catalog, dataset, checkpoint, progress)
+        function = BatchFunction(batches)
         try:
             run_query(
                 read_landing(spark, config, name, options).writeStream,
@@ -628,6 +684,13 @@ def run(
             record.versions_after = {t: table_version(p) for t, p in tables.items()}
             record.details["rows_in"] = sum(b.rows_in for b in progress.batches)
             record.details["replayed_batches"] = sum(b.replayed for b in progress.batches)
+            if batches.added_columns:
+                record.details["added_columns"] = batches.added_columns
+    if batches.added_columns:
+        say(
+            f"{job}: bronze gained columns {', '.join(batches.added_columns)} "
+            "(schema_evolution: add_columns; Delta schema evolution)"
+        )
     say(summary_line(job, record))
     return record
 

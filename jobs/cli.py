@@ -18,10 +18,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from typing import NoReturn
 
+from core.config import RunoffConfig
+from core.errors import RunoffError
 from jobs import interrupts
-from jobs.catalog import DATASET_NAMES
-from jobs.config import RunoffConfig
-from jobs.errors import RunoffError
 
 Handler = Callable[[RunoffConfig, argparse.Namespace], int]
 
@@ -87,12 +86,8 @@ def duration(text: str) -> str:
 
 
 def dataset_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "dataset",
-        choices=DATASET_NAMES,
-        metavar="dataset",
-        help=f"one of: {', '.join(DATASET_NAMES)}",
-    )
+    # Checked against the catalog once the configuration (and its --datasets) is known.
+    parser.add_argument("dataset", help="a dataset's name (`runoff check` lists them)")
 
 
 # -- commands -----------------------------------------------------------------------------
@@ -167,6 +162,11 @@ def _no_args(p: argparse.ArgumentParser) -> None:
 
 
 COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
+    "check": (
+        "jobs.check",
+        "dry run: check every dataset spec (SQL resolved by Spark, no data read), print the plan",
+        _no_args,
+    ),
     "generate": ("jobs.generate", "write sample landing files for a dataset", _generate_args),
     "bronze": (
         "jobs.bronze",
@@ -205,7 +205,29 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 
 # Commands that only read the home (a missing home is an empty one for them).
-READ_ONLY_COMMANDS = frozenset({"status"})
+READ_ONLY_COMMANDS = frozenset({"status", "check"})
+
+
+def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
+    """--home, --datasets, --verbose: accepted before or after the command (`default` is
+    SUPPRESS after it, so that a value given before is kept)."""
+    parser.add_argument(
+        "--home", default=default, help="runoff home (else $RUNOFF_HOME, else ./.runoff)"
+    )
+    parser.add_argument(
+        "--datasets",
+        action="append",
+        default=default,
+        metavar="DIR",
+        help="a folder of dataset specs, besides the built-in ones and $RUNOFF_DATASETS "
+        "(repeatable)",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="show tracebacks and debug logs",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -213,12 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="runoff",
         description="Incremental lakehouse pipelines: landing JSON -> Delta bronze -> silver.",
     )
-    parser.add_argument("--home", help="runoff home (else $RUNOFF_HOME, else ./.runoff)")
-    parser.add_argument("--verbose", action="store_true", help="show tracebacks and debug logs")
+    _global_options(parser, None)
     sub = parser.add_subparsers(dest="command", metavar="command", required=True)
     for name in available_commands():
         _module, help_text, add_args = COMMANDS[name]
-        add_args(sub.add_parser(name, help=help_text, description=help_text))
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        add_args(command)
+        _global_options(command, argparse.SUPPRESS)
     return parser
 
 
@@ -238,7 +261,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     previous = interrupts.install()
     try:
-        config = RunoffConfig.from_sources(home=args.home, verbose=args.verbose)
+        config = RunoffConfig.from_sources(
+            home=args.home, verbose=bool(args.verbose), datasets=args.datasets or ()
+        )
+        if getattr(args, "dataset", None) is not None:
+            from delta_tables.catalog import Catalog
+
+            Catalog.load(config).spec(args.dataset)  # unknown or refused: one error, exit 2
         if args.command not in READ_ONLY_COMMANDS:
             config.ensure_home()
         return handler_for(args.command)(config, args)

@@ -5,7 +5,7 @@ Output: landing files for every dataset (`DEMO_SIZES`, seed 0), bronze, quaranti
 tables, quality results and Data Docs (`runoff run` per dataset, all in ONE SparkSession), a
 summary table (per dataset: bronze rows, quarantined rows, silver tables and their rows, the
 quality result) and one HTML report per dataset (`runoff report`), whose paths end the output,
-the events report last.
+in dataset order.
 
 Re-running is safe and idempotent: a dataset whose landing folder (or its archive of ingested
 files) already holds files gets no new sample data, so the second run finds nothing new, changes
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs.catalog import DATASET_NAMES, dataset_info
-from jobs.config import RunoffConfig
-from jobs.console import console, say
-from jobs.errors import RunoffError
+from core.config import RunoffConfig
+from core.console import console, say
+from core.errors import RunoffError
+from delta_tables.catalog import Catalog
 from jobs.report import TableInfo, table_info, write_report
 
 if TYPE_CHECKING:
@@ -34,17 +34,7 @@ if TYPE_CHECKING:
 
     from jobs.pipeline import PipelineResult
 
-# Small enough for a 2-core laptop (the whole demo takes a few minutes), big enough for charts:
-# some malformed lines go to quarantine, some records arrive a file late (inside the watermark).
-DEMO_SIZES: dict[str, dict[str, Any]] = {
-    "events": {"files": 20, "rows_per_file": 1000, "malformed_rate": 0.002, "late_rate": 0.02},
-    "sensors": {"files": 10, "rows_per_file": 1000, "malformed_rate": 0.002, "late_rate": 0.02},
-    "activity": {"files": 10, "rows_per_file": 1000, "malformed_rate": 0.002, "late_rate": 0.02},
-    "lines": {"files": 10, "rows_per_file": 200, "malformed_rate": 0.005},
-}
 DEMO_SEED = 0
-# The events report is printed last: it is the one the README points to.
-REPORT_ORDER = ("sensors", "activity", "lines", "events")
 
 
 @dataclass
@@ -89,22 +79,35 @@ def quality_summary(result: PipelineResult) -> str:
     return f"{verdict} ({passed}/{len(expectations)} expectations)"
 
 
+def demo_sizes(dataset: str) -> Mapping[str, Any] | None:
+    """The demo's sample size of a dataset with a generator (its `GeneratorSpec.demo`)."""
+    from jobs.samples import GENERATORS
+
+    generator = GENERATORS.get(dataset)
+    return generator.demo if generator is not None else None
+
+
 def generate_if_new(
-    config: RunoffConfig, dataset: str, sizes: Mapping[str, Any]
+    config: RunoffConfig, dataset: str, sizes: Mapping[str, Any] | None
 ) -> tuple[int, int, int]:
-    """Sample data for `dataset` unless it already has landing files (ingested or not).
+    """Sample data for `dataset` unless it already has landing files (ingested or not) or has
+    no generator (`sizes` None: a declared dataset brings its own files).
 
     Returns (files already there, files generated, records generated).
     """
     from jobs.bronze import landing_dirs
     from jobs.generate import generate_dataset, summary_line
 
-    existing = count_files(*landing_dirs(config, dataset))
+    landing, archive = landing_dirs(config, dataset)
+    existing = count_files(landing, archive)
     if existing:
         say(f"generate {dataset}: {existing} landing files already there, none added")
         return existing, 0, 0
+    if sizes is None:
+        say(f"generate {dataset}: no sample-data generator; runs on the files in {landing}")
+        return 0, 0, 0
     written = generate_dataset(config, dataset, seed=DEMO_SEED, **sizes)
-    say(summary_line(dataset, written, config.landing_dir(dataset)))
+    say(summary_line(dataset, written, landing))
     return 0, len(written), sum(f.records for f in written)
 
 
@@ -113,31 +116,29 @@ def shorten(text: str, limit: int) -> str:
 
 
 def dataset_tables(config: RunoffConfig, dataset: str) -> list[TableInfo]:
-    info = dataset_info(dataset)
-    return [
-        table_info(info.bronze_table, config.bronze_path(dataset)),
-        table_info(info.quarantine_table, config.quarantine_path(dataset)),
-        *(table_info(t, config.silver_path(t)) for t in info.silver_tables),
-    ]
+    return [table_info(t.name, t.path) for t in Catalog.load(config).tables(dataset)]
 
 
 def run_demo(
     spark: SparkSession,
     config: RunoffConfig,
-    datasets: tuple[str, ...] = DATASET_NAMES,
-    sizes: Mapping[str, Mapping[str, Any]] = DEMO_SIZES,
+    datasets: tuple[str, ...] | None = None,
+    sizes: Mapping[str, Mapping[str, Any]] | None = None,
     report: Callable[[str], None] = say,
 ) -> list[DatasetOutcome]:
     """Generate (if new), run and report every dataset on `spark`; failures do not stop the rest."""
     from jobs.pipeline import run_pipeline
 
+    if datasets is None:
+        datasets = Catalog.load(config).names
     outcomes = []
     for dataset in datasets:
         outcome = DatasetOutcome(dataset)
         report(f"demo: {dataset}")
         started = time.perf_counter()
         try:
-            existing, files, records = generate_if_new(config, dataset, sizes[dataset])
+            size = sizes[dataset] if sizes is not None else demo_sizes(dataset)
+            existing, files, records = generate_if_new(config, dataset, size)
             outcome.landing_files_before = existing
             outcome.generated_files, outcome.generated_records = files, records
             result = run_pipeline(spark, config, dataset, report=report)
@@ -151,9 +152,8 @@ def run_demo(
         outcome.seconds = time.perf_counter() - started
         outcome.tables = dataset_tables(config, dataset)
         outcomes.append(outcome)
-    by_name = {o.dataset: o for o in outcomes}
-    for dataset in sorted(by_name, key=lambda d: REPORT_ORDER.index(d)):
-        by_name[dataset].report = write_report(config, dataset)
+    for outcome in outcomes:
+        outcome.report = write_report(config, outcome.dataset)
     return outcomes
 
 
@@ -172,14 +172,13 @@ def render_summary(config: RunoffConfig, outcomes: list[DatasetOutcome]) -> None
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for o in outcomes:
-        info = dataset_info(o.dataset)
+        bronze_table, quarantine_table, *silver_tables = o.tables
         silver = "\n".join(
             f"{t.name} ({t.rows:,})" if t.rows is not None else f"{t.name} (none)"
-            for t in o.tables
-            if t.name in info.silver_tables
+            for t in silver_tables
         )
-        bronze = o.rows_of(info.bronze_table)
-        quarantined = o.rows_of(info.quarantine_table)
+        bronze = bronze_table.rows
+        quarantined = quarantine_table.rows
         table.add_row(
             o.dataset,
             f"{bronze:,}" if bronze is not None else "-",
@@ -199,8 +198,7 @@ def cmd_demo(config: RunoffConfig, args: argparse.Namespace) -> int:
     outcomes = run_demo(spark, config)
     render_summary(config, outcomes)
     say(f"demo finished in {time.perf_counter() - started:.0f} s; reports:")
-    for dataset in REPORT_ORDER:
-        outcome = next(o for o in outcomes if o.dataset == dataset)
+    for outcome in outcomes:
         print(outcome.report, flush=True)
     failed = [o.dataset for o in outcomes if not o.passed]
     if failed:

@@ -10,10 +10,9 @@ Calling it:
     runoff generate <dataset> [--files N] [--rows-per-file N] [--start ISO8601] [--seed N]
                               [--malformed-rate F] [--late-rate F]
 
-    get_dataset("events").generate(landing_dir, files=None, rows_per_file=None, start=None,
-                                   seed=0, malformed_rate=0.0, late_rate=0.0)
-    generate("events", landing_dir, ...)          # the same, by dataset name
-    generate_dataset(config, "events", ...)       # into config.landing_dir("events")
+    generate("events", landing_dir, files=None, rows_per_file=None, start=None,
+             seed=0, malformed_rate=0.0, late_rate=0.0)
+    generate_dataset(config, "events", ...)       # into the dataset's landing folder
 
 `landing_dir` is the dataset's own landing directory (`config.landing_dir(dataset)`); `start` is
 a datetime (naive means UTC) or an ISO-8601 string; None takes the dataset's defaults
@@ -70,10 +69,10 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from jobs.errors import ConfigError, RunoffError
+from core.errors import ConfigError, RunoffError
 
 if TYPE_CHECKING:
-    from jobs.config import RunoffConfig
+    from core.config import RunoffConfig
 
 DEFAULT_START = datetime(2024, 1, 1, tzinfo=UTC)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -148,6 +147,8 @@ class GeneratorSpec:
     text_fields: tuple[str, ...] = ()
     max_lateness: timedelta | None = None
     malformed_kinds: tuple[str, ...] = field(default=JSON_MALFORMED_KINDS)
+    # `runoff demo`'s sample: small enough for a 2-core laptop, big enough for charts
+    demo: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def suffix(self) -> str:
@@ -471,12 +472,16 @@ def _place(target: Path, content: bytes, last_mtime_ms: int) -> int:
 
 # -- entry points ---------------------------------------------------------------------------
 def spec_for(dataset: str) -> GeneratorSpec:
-    from jobs.datasets import get_dataset
+    """The sample-data generator of a seed dataset (declared datasets bring their own data)."""
+    from jobs.samples import GENERATORS
 
-    spec = get_dataset(dataset).generator
-    if spec is None:
-        raise ConfigError(f"dataset {dataset!r} has no generator")
-    return spec
+    try:
+        return GENERATORS[dataset]
+    except KeyError:
+        raise ConfigError(
+            f"dataset {dataset!r} has no sample-data generator (generators exist for: "
+            f"{', '.join(sorted(GENERATORS))})"
+        ) from None
 
 
 def generate(
@@ -487,8 +492,10 @@ def generate(
 
 
 def generate_dataset(config: RunoffConfig, dataset: str, **options: Any) -> list[GeneratedFile]:
-    """Generate into the dataset's landing directory of `config`'s home."""
-    return generate(dataset, config.landing_dir(dataset), **options)
+    """Generate into the dataset's landing folder (its spec's `source.path`)."""
+    from delta_tables.catalog import Catalog
+
+    return generate(dataset, Catalog.load(config).landing_dir(dataset), **options)
 
 
 def summary_line(dataset: str, written: Sequence[GeneratedFile], landing_dir: Path) -> str:
@@ -503,11 +510,13 @@ def summary_line(dataset: str, written: Sequence[GeneratedFile], landing_dir: Pa
 
 def cmd_generate(config: RunoffConfig, args: argparse.Namespace) -> int:
     """`runoff generate <dataset> ...`: write sample landing files, print one summary line."""
-    from jobs.console import say
+    from core.console import say
+    from delta_tables.catalog import Catalog
 
-    written = generate_dataset(
-        config,
+    landing = Catalog.load(config).landing_dir(args.dataset)
+    written = generate(
         args.dataset,
+        landing,
         files=args.files,
         rows_per_file=args.rows_per_file,
         start=args.start,
@@ -515,7 +524,7 @@ def cmd_generate(config: RunoffConfig, args: argparse.Namespace) -> int:
         malformed_rate=args.malformed_rate,
         late_rate=args.late_rate,
     )
-    say(summary_line(args.dataset, written, config.landing_dir(args.dataset)))
+    say(summary_line(args.dataset, written, landing))
     return 0
 
 

@@ -40,11 +40,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.config import RunoffConfig
-from jobs.console import say
-from jobs.ledger import RunRecord
-from jobs.locking import checkpoint_lock
-from jobs.status import TableRef, dataset_tables
+from core.config import RunoffConfig
+from core.console import say
+from core.ledger import RunRecord
+from core.locking import checkpoint_lock
+from delta_tables.catalog import Catalog, Table
 from quality.retention import prune_validation_results
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def maintain_table(
 
 
 @contextmanager
-def hold_locks(config: RunoffConfig, tables: list[TableRef], what: str) -> Iterator[None]:
+def hold_locks(config: RunoffConfig, tables: list[Table], what: str) -> Iterator[None]:
     with ExitStack() as stack:
         seen: set[Path] = set()
         for table in tables:
@@ -116,8 +116,8 @@ def maintain_shared(
 ) -> TableMaintenance | None:
     """Maintain a table every dataset appends to (the run ledger, the quality results history),
     unless another `maintain` (of any dataset) is at it right now."""
+    from core.errors import LockHeldError
     from delta_tables.writes import is_delta_table
-    from jobs.errors import LockHeldError
 
     if not is_delta_table(path):  # nothing to do, and no lock file to leave behind
         return TableMaintenance(name, exists=False)
@@ -137,7 +137,8 @@ def run_maintain(
     """Maintain every table of `dataset` and the run ledger; one ledger row."""
     from jobs.streaming import recorded_run
 
-    tables = dataset_tables(config, dataset)
+    catalog = Catalog.load(config)
+    tables = list(catalog.tables(dataset))
     retention = float(config.vacuum_retention_hours)
     record = RunRecord(dataset=dataset, layer="maintain", trigger="manual")
     results: list[TableMaintenance] = []
@@ -152,13 +153,14 @@ def run_maintain(
         for table in tables:
             results.append(maintain_table(spark, table.name, table.path, retention))
             report(results[-1].line())
-        quality = prune_validation_results(config.quality_dir, dataset, retention)
+        names = [t.name for t in tables]
+        quality = prune_validation_results(config.quality_dir, dataset, names, retention)
         report(quality.line())
         # Any command may be appending to these at any moment: at least an hour of retention.
         shared_retention = max(retention, LEDGER_MIN_RETENTION_HOURS)
         for name, path in (
-            ("ops_runs", config.runs_path),
-            ("quality_history", config.quality_dir / "results"),
+            ("ops_runs", catalog.runs.path),
+            ("quality_history", catalog.quality_results.path),
         ):
             shared = maintain_shared(spark, name, path, shared_retention, dataset)
             if shared is None:

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobs.config import RunoffConfig
-from jobs.console import say
-from jobs.ledger import RunRecord
+from core.config import RunoffConfig
+from core.console import say
+from core.ledger import RunRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

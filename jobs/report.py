@@ -29,9 +29,10 @@ from typing import Any
 
 import pandas as pd
 
-from jobs.catalog import dataset_info
-from jobs.config import RunoffConfig
-from jobs.ledger import RUNS_SCHEMA, read_runs
+from core.config import RunoffConfig
+from core.ledger import RUNS_SCHEMA
+from delta_tables.catalog import Catalog
+from delta_tables.ops import read_runs
 
 # Colours: one per layer of the run ledger, one per series of a silver chart.
 LAYER_COLOURS = {
@@ -628,20 +629,17 @@ def table_info(name: str, path: Path) -> TableInfo:
 
 def load_report_data(config: RunoffConfig, dataset: str) -> ReportData:
     """Read what the report of `dataset` shows from the home directory (no Spark)."""
-    info = dataset_info(dataset)
-    tables = [
-        table_info(info.bronze_table, config.bronze_path(dataset)),
-        table_info(info.quarantine_table, config.quarantine_path(dataset)),
-        *(table_info(t, config.silver_path(t)) for t in info.silver_tables),
-    ]
+    catalog = Catalog.load(config)
+    spec = catalog.spec(dataset)
+    tables = [table_info(t.name, t.path) for t in catalog.tables(dataset)]
     silver = {
-        spec.table: read_delta(config.silver_path(spec.table), spec.columns)
-        for spec in SILVER_CHARTS.get(dataset, ())
+        chart.table: read_delta(catalog.silver_table(chart.table).path, chart.columns)
+        for chart in SILVER_CHARTS.get(dataset, ())
     }
-    quality_path = config.quality_dir / "results"
+    quality_path = catalog.quality_results.path
     return ReportData(
         dataset=dataset,
-        description=info.description,
+        description=spec.description,
         home=config.home,
         generated_at=datetime.now(UTC),
         tables=tables,

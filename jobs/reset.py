@@ -28,11 +28,12 @@ import shutil
 from contextlib import ExitStack
 from pathlib import Path
 
-from jobs.config import RunoffConfig
-from jobs.console import say
-from jobs.errors import RunoffError
-from jobs.locking import checkpoint_lock
-from jobs.status import TableRef, dataset_tables
+from core.config import RunoffConfig
+from core.console import say
+from core.errors import RunoffError
+from core.locking import checkpoint_lock
+from delta_tables.catalog import Table
+from jobs.status import dataset_tables
 
 
 def layers_to_reset(layer: str) -> tuple[str, ...]:
@@ -44,9 +45,7 @@ def layers_to_reset(layer: str) -> tuple[str, ...]:
     raise RunoffError(f"layer {layer!r} is not one of bronze, silver, all")
 
 
-def reset_targets(
-    config: RunoffConfig, dataset: str, layer: str
-) -> tuple[list[TableRef], list[Path]]:
+def reset_targets(config: RunoffConfig, dataset: str, layer: str) -> tuple[list[Table], list[Path]]:
     """The tables and the checkpoint directories a reset of `layer` deletes."""
     layers = layers_to_reset(layer)
     tables = [
@@ -70,7 +69,8 @@ def _remove(path: Path) -> bool:
 
 
 def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
-    from jobs.ledger import RunRecord, append_run
+    from core.ledger import RunRecord
+    from delta_tables.ops import append_run
 
     dataset: str = args.dataset
     layer: str = args.layer
@@ -104,10 +104,10 @@ def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
                 say(f"deleted checkpoint {checkpoint}")
         if "bronze" in layers_to_reset(layer):
             # Ingested files sit in the bronze archive: the rebuild must find them in landing.
-            from jobs.bronze import restore_archive
+            from jobs.bronze import landing_dir, restore_archive
 
             restored = record.files = restore_archive(config, dataset)
-            say(f"moved {restored} archived files back to {config.landing_dir(dataset)}")
+            say(f"moved {restored} archived files back to {landing_dir(config, dataset)}")
     record.versions_after = {t.name: -1 for t in tables}
     record.details = {"layers": list(layers_to_reset(layer)), "deleted": deleted}
     append_run(config.runs_path, record.finish())
@@ -118,7 +118,7 @@ def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def _version(table: TableRef) -> int:
+def _version(table: Table) -> int:
     if not table.exists:
         return -1
     from deltalake import DeltaTable

@@ -12,16 +12,16 @@ rate limit asks, plus the no-data batches Spark runs to advance the watermark, t
 dataset's tables are queries of one SparkSession, run one after the other; the run holds every
 table's checkpoint lock from start to end.
 
-Writes: the transforms (pure, in `jobs/datasets/`) hold the watermark and the window. Tables in
-"update" mode receive, after every micro-batch, the current aggregate of each window the batch
-touched; a MERGE keyed by window and keys updates or inserts them. "append" tables
+Writes: the transforms (pure, `jobs.dataset.SilverAggregate.transform`) hold the watermark and the
+window. Tables in "update" mode receive, after every micro-batch, the current aggregate of each
+window the batch touched; a MERGE keyed by window and keys updates or inserts them. "append" tables
 (`sensors_lost_signal`) receive a window once, when the watermark finalizes it: an insert-only
 MERGE. Every MERGE commit carries the app transaction (app id = the query id Spark keeps in
-`<checkpoint>/metadata`, version = batch id); a batch the table has already recorded is skipped,
-so a micro-batch replayed after a crash changes nothing. The MERGE condition also bounds the
-target's `window_start` to the batch's range so that delta-spark skips files by their statistics
-and the cost of a batch does not grow with the table. The MERGE runs on the executors
-(`DeltaTable.merge` inside `foreachBatch`); nothing is collected to the driver.
+`<checkpoint>/metadata`, version = batch id); a batch the table has already recorded is skipped, so
+a micro-batch replayed after a crash changes nothing. The MERGE condition also bounds the target's
+`window_start` to the batch's range so that delta-spark skips files by their statistics and the
+cost of a batch does not grow with the table. The MERGE runs on the executors (`DeltaTable.merge`
+inside `foreachBatch`); nothing is collected to the driver.
 
 Late rows: a row whose window ended at or before the watermark (max event time seen in earlier
 micro-batches minus the delay; Spark drops against the previous batch's watermark) is left out
@@ -59,14 +59,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from delta_tables.registry import ensure_table, silver_table
+from core.config import RunoffConfig
+from core.console import say
+from core.errors import RunoffError
+from core.ledger import RunRecord
+from core.locking import checkpoint_lock
+from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.writes import already_committed, is_delta_table, merge, table_version
-from jobs.config import RunoffConfig
-from jobs.console import say
-from jobs.datasets import Dataset, SilverAggregate, get_dataset
-from jobs.errors import RunoffError
-from jobs.ledger import RunRecord
-from jobs.locking import checkpoint_lock
+from jobs.dataset import SilverAggregate, load_dataset
 from jobs.streaming import (
     BatchFunction,
     first_line,
@@ -155,13 +155,6 @@ def batch_profile(data: DataFrame) -> tuple[int, tuple[datetime, datetime] | Non
     return int(row[0]), (datetime.fromisoformat(row[1]), datetime.fromisoformat(row[2]))
 
 
-def dataset_of(table: str) -> str:
-    """The dataset whose silver table `table` is."""
-    from jobs.catalog import CATALOG
-
-    return next(name for name, info in CATALOG.items() if table in info.silver_tables)
-
-
 def late_rows_of(progress: Mapping[str, Any]) -> int:
     """Rows a micro-batch's stateful operators dropped for being behind the watermark."""
     return sum(
@@ -198,7 +191,7 @@ def merge_batch(
         raise RunoffError(
             f"silver table {path} has columns [{', '.join(columns)}] but "
             f"{aggregate.table} now produces [{', '.join(batch.columns)}]: rebuild it with "
-            f"`runoff reset {dataset_of(aggregate.table)} --layer silver --yes`"
+            f"`runoff reset {aggregate.dataset} --layer silver --yes`"
         )
     data = batch.persist()
     try:
@@ -333,28 +326,26 @@ def watch(run: TableRun, report: Callable[[str], None]) -> None:
 
 
 # -- the job ----------------------------------------------------------------------------------
-def bronze_stream(
-    spark: SparkSession, config: RunoffConfig, dataset: Dataset, options: SilverOptions
-) -> DataFrame:
+def bronze_stream(spark: SparkSession, bronze: Path, options: SilverOptions) -> DataFrame:
     # `runoff backfill` replaces bronze slices (remove + add) and recomputes the silver windows
     # itself: the stream skips those commits instead of failing (or counting rows twice).
     reader = spark.readStream.format("delta").option("skipChangeCommits", "true")
     if options.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(options.max_files_per_trigger))
-    return reader.load(str(config.bronze_path(dataset.name)))
+    return reader.load(str(bronze))
 
 
 def start_query(
     spark: SparkSession,
-    config: RunoffConfig,
-    dataset: Dataset,
+    catalog: Catalog,
     run: TableRun,
     watermark: str,
     options: SilverOptions,
 ) -> StreamingQuery:
-    aggregated = run.aggregate.transform(bronze_stream(spark, config, dataset, options), watermark)
+    bronze = catalog.tables(run.aggregate.dataset).bronze.path
+    aggregated = run.aggregate.transform(bronze_stream(spark, bronze, options), watermark)
     # The empty table exists (for readers) before any window closes.
-    ensure_table(spark, silver_table(config, dataset, run.table), schema=aggregated.schema)
+    ensure_table(spark, catalog.silver_table(run.table), schema=aggregated.schema)
     return (
         aggregated.writeStream.queryName(f"silver_{run.table}")
         .outputMode(run.aggregate.output_mode)
@@ -396,16 +387,12 @@ def await_query(run: TableRun, report: Callable[[str], None]) -> None:
 
 
 @contextmanager
-def hold_locks(config: RunoffConfig, dataset: Dataset) -> Iterator[None]:
+def hold_locks(catalog: Catalog, dataset: str) -> Iterator[None]:
     """One lock per checkpoint, all taken before any query starts."""
     with ExitStack() as stack:
-        for aggregate in dataset.aggregates:
-            stack.enter_context(
-                checkpoint_lock(
-                    config.checkpoint_dir("silver", aggregate.table),
-                    f"runoff silver {dataset.name}",
-                )
-            )
+        for table in catalog.tables(dataset).silver:
+            assert table.checkpoint is not None
+            stack.enter_context(checkpoint_lock(table.checkpoint, f"runoff silver {dataset}"))
         yield
 
 
@@ -449,20 +436,22 @@ def run_silver(
     session only then, so that a refused run costs no JVM start.
     """
     options = options or SilverOptions()
-    dataset = get_dataset(dataset_name)
+    catalog = Catalog.load(config)
+    dataset = load_dataset(catalog, dataset_name)
+    silver = {table.name: table for table in catalog.tables(dataset.name).silver}
     watermark = options.watermark or dataset.watermark
     record = RunRecord(dataset=dataset.name, layer="silver", trigger=TRIGGER)
     record.details = {
         "watermark": watermark,
         "max_files_per_trigger": options.max_files_per_trigger,
     }
-    tables = {agg.table: config.silver_path(agg.table) for agg in dataset.aggregates}
+    tables = {name: table.path for name, table in silver.items()}
     runs: list[TableRun] = []
     with recorded_run(config.runs_path, record):
         record.versions_before = {table: table_version(path) for table, path in tables.items()}
         record.versions_after = dict(record.versions_before)
-        with hold_locks(config, dataset):
-            bronze = config.bronze_path(dataset.name)
+        with hold_locks(catalog, dataset.name):
+            bronze = catalog.tables(dataset.name).bronze.path
             if not is_delta_table(bronze):
                 raise RunoffError(
                     f"bronze table {bronze} does not exist: run `runoff bronze {dataset.name}` "
@@ -470,7 +459,8 @@ def run_silver(
                 )
             for aggregate in dataset.aggregates:
                 path = tables[aggregate.table]
-                checkpoint = config.checkpoint_dir("silver", aggregate.table)
+                checkpoint = silver[aggregate.table].checkpoint
+                assert checkpoint is not None
                 guard_checkpoint(
                     checkpoint,
                     {
@@ -498,7 +488,7 @@ def run_silver(
                 # One query at a time: concurrent queries on a small machine start their Python
                 # stream readers together and compete for the same cores.
                 for run in runs:
-                    run.query = start_query(spark, config, dataset, run, watermark, options)
+                    run.query = start_query(spark, catalog, run, watermark, options)
                     await_query(run, report)
             finally:
                 _close(record, runs)

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.config import RunoffConfig
-from jobs.errors import ConfigError
+from core.config import RunoffConfig
+from core.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -23,14 +23,13 @@ import argparse
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from jobs.catalog import dataset_info
-from jobs.config import RunoffConfig
+from core.config import RunoffConfig
+from delta_tables.catalog import Catalog, Table
 
 RUNS_SHOWN = 5
 RUN_KEYS = (
@@ -48,42 +47,16 @@ RUN_KEYS = (
 )
 
 
-@dataclass(frozen=True)
-class TableRef:
-    """One Delta table of a dataset and the streaming checkpoint of the query that writes it."""
-
-    name: str
-    layer: str  # bronze | quarantine | silver
-    path: Path
-    checkpoint: Path | None
-
-    @property
-    def exists(self) -> bool:
-        return (self.path / "_delta_log").is_dir()
-
-
 def bronze_checkpoint(config: RunoffConfig, dataset: str) -> Path:
     """The bronze query's checkpoint: it writes bronze and quarantine in the same micro-batch."""
-    return config.checkpoint_dir("bronze", dataset)
+    checkpoint = Catalog.load(config).tables(dataset).bronze.checkpoint
+    assert checkpoint is not None
+    return checkpoint
 
 
-def silver_checkpoint(config: RunoffConfig, table: str) -> Path:
-    return config.checkpoint_dir("silver", table)
-
-
-def dataset_tables(config: RunoffConfig, dataset: str) -> list[TableRef]:
+def dataset_tables(config: RunoffConfig, dataset: str) -> list[Table]:
     """Bronze, quarantine and silver tables of `dataset`, in pipeline order."""
-    info = dataset_info(dataset)
-    bronze_ckpt = bronze_checkpoint(config, dataset)
-    tables = [
-        TableRef(info.bronze_table, "bronze", config.bronze_path(dataset), bronze_ckpt),
-        TableRef(info.quarantine_table, "quarantine", config.quarantine_path(dataset), bronze_ckpt),
-    ]
-    tables += [
-        TableRef(name, "silver", config.silver_path(name), silver_checkpoint(config, name))
-        for name in info.silver_tables
-    ]
-    return tables
+    return list(Catalog.load(config).tables(dataset))
 
 
 # -- checkpoints (pure parsing + thin file reads) ------------------------------------------
@@ -170,7 +143,7 @@ def pending_files(files: Iterable[Path], ingested: set[str]) -> list[Path]:
 
 
 # -- Delta tables (delta-rs) -----------------------------------------------------------------
-def table_facts(ref: TableRef) -> dict[str, Any]:
+def table_facts(ref: Table) -> dict[str, Any]:
     """Version, exact row count and data file count of one table (nulls if it does not exist)."""
     facts: dict[str, Any] = {"version": None, "rows": None, "files": None}
     if not ref.exists:
@@ -192,10 +165,11 @@ def _jsonable(value: Any) -> Any:
 
 def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -> dict[str, Any]:
     """The status document of `dataset` (what `--json` prints)."""
-    from jobs.ledger import read_runs
+    from delta_tables.ops import read_runs
 
+    catalog = Catalog.load(config)
     tables = []
-    for ref in dataset_tables(config, dataset):
+    for ref in catalog.tables(dataset):
         tables.append(
             {
                 "table": ref.name,
@@ -207,7 +181,7 @@ def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -
                 "last_batch_id": last_batch_id(ref.checkpoint),
             }
         )
-    landing_dir = config.landing_dir(dataset)
+    landing_dir = catalog.landing_dir(dataset)
     files = landing_files(landing_dir)
     pending = pending_files(files, ingested_files(bronze_checkpoint(config, dataset)))
     last_runs = read_runs(config.runs_path, dataset)[-runs:] if runs else []
@@ -231,11 +205,11 @@ def _cell(value: Any) -> str:
 
 def render_status(doc: dict[str, Any]) -> None:
     """Print the status document as rich tables."""
-    from rich.table import Table
+    from rich.table import Table as RichTable
 
-    from jobs.console import console
+    from core.console import console
 
-    tables = Table(title=f"runoff status: {doc['dataset']}", title_justify="left")
+    tables = RichTable(title=f"runoff status: {doc['dataset']}", title_justify="left")
     for column in ("table", "layer", "version", "rows", "files", "last batch"):
         tables.add_column(column, justify="right" if column not in ("table", "layer") else "left")
     for t in doc["tables"]:
@@ -255,7 +229,7 @@ def render_status(doc: dict[str, Any]) -> None:
     if not doc["runs"]:
         console.print("no runs recorded yet")
         return
-    runs = Table(title="last runs (newest first)", title_justify="left")
+    runs = RichTable(title="last runs (newest first)", title_justify="left")
     for column in ("started", "layer", "status", "seconds", "batches", "files", "rows", "error"):
         runs.add_column(column)
     for r in doc["runs"]:

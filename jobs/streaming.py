@@ -32,10 +32,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.console import say
+from core.errors import ConfigError, RunoffError
+from core.ledger import RunRecord
+from delta_tables.ops import append_run
 from jobs import interrupts
-from jobs.console import say
-from jobs.errors import ConfigError, RunoffError
-from jobs.ledger import RunRecord, append_run
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

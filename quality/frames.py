@@ -5,15 +5,10 @@ reports are the real ones:
 - bronze: `event_time_date` (UTC date of event_time, compared with the `event_date` partition);
 - silver: `window_seconds` (window_end - window_start) and `window_start_offset_seconds`
   (seconds since the last multiple of the slide, or of the window size for tumbling windows);
-- `quarantine_share_frame`: one row per run: bronze rows, quarantined rows, quarantined share;
-- `cumulative_actions_frame`: one row per non-overlapping window (windows whose start is a
-  multiple of the window size tile time even when the table holds sliding windows): Opens and
-  Closes in it and cumulated since the first window of the table.
+- `quarantine_share_frame`: one row per run: bronze rows, quarantined rows, quarantined share.
 """
 
 from __future__ import annotations
-
-from datetime import datetime
 
 import numpy as np
 import pandas as pd
@@ -64,44 +59,3 @@ def quarantine_share_frame(bronze_rows: int, quarantined_rows: int) -> pd.DataFr
             "quarantine_share": [share],
         }
     )
-
-
-CUMULATIVE_COLUMNS = [
-    "window_start",
-    "window_end",
-    "opens",
-    "closes",
-    "cumulative_opens",
-    "cumulative_closes",
-]
-
-
-def cumulative_actions_frame(
-    counts: pa.Table, window_seconds: int, since: datetime | None = None
-) -> pd.DataFrame:
-    """Cumulative Opens and Closes per non-overlapping window, from `since` on.
-
-    `counts` holds (window_start, window_end, action, count) rows of a whole events silver table:
-    cumulating needs every earlier window, while only windows at or after the first changed one
-    (`since`) can have changed, so only those are returned to be checked.
-    """
-    starts = _epoch_seconds(counts.column("window_start"))
-    frame = counts.select(["window_start", "window_end", "action", "count"]).to_pandas()
-    frame = frame[np.mod(starts, float(window_seconds)) == 0]
-    if frame.empty:
-        return pd.DataFrame({c: pd.Series(dtype="float64") for c in CUMULATIVE_COLUMNS})
-    per_window = (
-        frame.assign(
-            opens=frame["count"].where(frame["action"] == "Open", 0),
-            closes=frame["count"].where(frame["action"] == "Close", 0),
-        )
-        .groupby(["window_start", "window_end"], as_index=False)[["opens", "closes"]]
-        .sum()
-        .sort_values("window_start", kind="stable")
-        .reset_index(drop=True)
-    )
-    per_window["cumulative_opens"] = per_window["opens"].cumsum()
-    per_window["cumulative_closes"] = per_window["closes"].cumsum()
-    if since is not None:
-        per_window = per_window[per_window["window_start"] >= pd.Timestamp(since)]
-    return per_window[CUMULATIVE_COLUMNS].reset_index(drop=True)

@@ -13,15 +13,14 @@ one shared `RunIdentifier` and rebuilds the Data Docs once for the new results.
 from __future__ import annotations
 
 import copy
-import fcntl
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import great_expectations as gx
 from great_expectations.data_context.types.base import ProgressBarsConfig
 
+from core.locking import blocking_lock
 from quality.docs import SITE_INDEX_BUILDER, SITE_SECTION_BUILDERS
 
 if TYPE_CHECKING:
@@ -88,14 +87,7 @@ def data_docs_index(quality_dir: Path) -> Path:
     return quality_dir / "gx" / "uncommitted" / "data_docs" / SITE / "index.html"
 
 
-@contextmanager
-def project_lock(quality_dir: Path) -> Iterator[None]:
+def project_lock(quality_dir: Path) -> AbstractContextManager[None]:
     """Serialise the writers of the GX project (validate runs, results pruning): they share its
     files and the Data Docs index. Blocks until the holder is done."""
-    quality_dir.mkdir(parents=True, exist_ok=True)
-    with open(quality_dir / ".validate.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return blocking_lock(quality_dir / ".validate.lock")

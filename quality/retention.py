@@ -17,9 +17,9 @@ files of versions older than that are vacuumed, so a result outlives the data it
 more than a vacuum does. (`quality.docs.INDEX_RESULTS_LIMIT` only bounds what the index lists.)
 
 The suites of a dataset: every suite names its table in its meta (`quality.suites` writes
-`{"table": ...}` into each one), and `jobs.catalog` names the tables of each dataset. The suites
-are read back from GX's expectations store rather than built with `quality.suites`, which loads
-the dataset definitions (`jobs.datasets`, Spark schemas and transforms).
+`{"table": ...}` into each one), and the caller passes the dataset's table names (from the
+catalog). The suites are read back from GX's expectations store, so results of suites no longer
+declared are pruned too.
 
 Listing and removing go through GX's store API (`ValidationResultIdentifier` keys of the
 validations store and of the site's HTML store) and the index is written by GX's own index
@@ -46,8 +46,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from jobs.catalog import dataset_info
 
 if TYPE_CHECKING:
     from great_expectations.data_context import FileDataContext
@@ -82,10 +80,10 @@ class ResultsPruning:
         )
 
 
-def dataset_suites(suite_tables: Mapping[str, str | None], dataset: str) -> frozenset[str]:
-    """The suites (name -> the table its meta names) that check a table of `dataset`."""
-    info = dataset_info(dataset)
-    tables = {info.bronze_table, info.quarantine_table, *info.silver_tables}
+def dataset_suites(
+    suite_tables: Mapping[str, str | None], tables: Collection[str]
+) -> frozenset[str]:
+    """The suites (name -> the table its meta names) that check one of `tables`."""
     return frozenset(suite for suite, table in suite_tables.items() if table in tables)
 
 
@@ -130,21 +128,29 @@ def remove_empty_dirs(base: Path, relative_dir: Iterable[str]) -> None:
 
 
 def prune_validation_results(
-    quality_dir: Path, dataset: str, retention_hours: float, now: datetime | None = None
+    quality_dir: Path,
+    dataset: str,
+    tables: Collection[str],
+    retention_hours: float,
+    now: datetime | None = None,
 ) -> ResultsPruning:
-    """Remove `dataset`'s validation results (and pages) older than the retention; see above."""
-    dataset_info(dataset)
+    """Remove the validation results (and pages) of `dataset`'s `tables` older than the
+    retention; see above."""
     if not (quality_dir / PROJECT_CONFIG).is_file():
         return ResultsPruning(dataset, exists=False, retention_hours=retention_hours)
     from quality.project import project_lock
 
     cutoff = (now or datetime.now(UTC)) - timedelta(hours=retention_hours)
     with project_lock(quality_dir):
-        return _prune(quality_dir, dataset, retention_hours, cutoff)
+        return _prune(quality_dir, dataset, tables, retention_hours, cutoff)
 
 
 def _prune(
-    quality_dir: Path, dataset: str, retention_hours: float, cutoff: datetime
+    quality_dir: Path,
+    dataset: str,
+    tables: Collection[str],
+    retention_hours: float,
+    cutoff: datetime,
 ) -> ResultsPruning:
     from great_expectations.data_context.types.resource_identifiers import (
         ValidationResultIdentifier,
@@ -154,7 +160,7 @@ def _prune(
 
     context = project.open_context(quality_dir)
     suites = dataset_suites(
-        {suite.name: (suite.meta or {}).get("table") for suite in context.suites.all()}, dataset
+        {suite.name: (suite.meta or {}).get("table") for suite in context.suites.all()}, tables
     )
     store = context.validation_results_store
     keys = [k for k in store.list_keys() if isinstance(k, ValidationResultIdentifier)]

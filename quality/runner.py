@@ -26,20 +26,19 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from jobs.catalog import dataset_info
-from jobs.config import RunoffConfig
-from jobs.console import console, say
-from jobs.errors import ConfigError, RunoffError
-from jobs.ledger import RunRecord, append_run
+from core.config import RunoffConfig
+from core.console import console, say
+from core.errors import ConfigError, RunoffError
+from core.ledger import RunRecord
+from delta_tables.ops import append_run
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
     from quality.history import ResultRow
     from quality.increments import Increment
-    from quality.suites import SuiteSpec, TableSpec
+    from quality.suites import CheckedTable, SuiteSpec
 
 LAYERS = ("bronze", "silver")
 TableStatus = Literal["validated", "no new data", "skipped"]
@@ -232,7 +231,9 @@ def _layers(layers: Sequence[str]) -> tuple[str, ...]:
 
 
 def results_path(config: RunoffConfig) -> Path:
-    return config.quality_dir / "results"
+    from delta_tables.catalog import Catalog
+
+    return Catalog.load(config).quality_results.path
 
 
 def validate_dataset(
@@ -246,9 +247,10 @@ def validate_dataset(
     Never raises on failed expectations: look at `.passed` / `.critical_failures`. Records the
     run in the results history and the run ledger (also when it crashes).
     """
+    from delta_tables.catalog import Catalog
     from quality.project import project_lock
 
-    dataset_info(dataset)
+    Catalog.load(config).spec(dataset)  # unknown or refused: the error, before any work
     chosen = _layers(layers)
     record = RunRecord(dataset=dataset, layer="validate", trigger="full" if full else "incremental")
     try:
@@ -279,7 +281,7 @@ def validate_dataset(
 class _Work:
     """One suite to run on one frame of one table."""
 
-    table: TableSpec
+    table: CheckedTable
     suite: SuiteSpec
     frame: pd.DataFrame
     increment: Increment
@@ -293,6 +295,7 @@ def _validate(
     record: RunRecord,
 ) -> ValidationReport:
     # GX and the dataset definitions are heavy imports: only a validate run pays for them.
+    from delta_tables.catalog import Catalog
     from quality import history, increments, project
     from quality.suites import dataset_tables
 
@@ -303,8 +306,8 @@ def _validate(
     history_rows: list[history.ResultRow] = []
     validated_at = datetime.now(UTC)
     bronze_rows = 0  # rows the bronze increment added: the quarantine share's denominator
-    for spec in (t for t in dataset_tables(dataset) if t.layer in layers):
-        path = spec.path(config)
+    for spec in (t for t in dataset_tables(Catalog.load(config), dataset) if t.layer in layers):
+        path = spec.path
         mark = marks.get(spec.name)
         record.versions_before[spec.name] = mark.version if mark else -1
         if not increments.table_exists(path):
@@ -396,7 +399,7 @@ def _validate(
 
 def _unvalidated(
     report: ValidationReport,
-    spec: TableSpec,
+    spec: CheckedTable,
     status: TableStatus,
     detail: str,
     increment: Increment | None = None,
@@ -417,7 +420,7 @@ def _unvalidated(
 
 
 def _frames(
-    spec: TableSpec,
+    spec: CheckedTable,
     table: DeltaTable,
     increment: Increment,
     changed: pa.Table,
@@ -431,13 +434,6 @@ def _frames(
     for suite in spec.suites:
         if suite.frame == "quarantine_share":
             frame = frames.quarantine_share_frame(bronze_rows, changed.num_rows)
-        elif suite.frame == "cumulative_actions":
-            # Cumulating needs every window; only those from the first changed one can change.
-            since = None
-            if not increment.full and changed.num_rows:
-                since = pc.min(changed.column("window_start")).as_py()
-            counts = increments.read_table(table, ["window_start", "window_end", "action", "count"])
-            frame = frames.cumulative_actions_frame(counts, spec.window_seconds or 0, since)
         elif spec.kind == "bronze":
             frame = frames.bronze_frame(changed)
         elif spec.kind == "silver":
@@ -453,7 +449,7 @@ def _frames(
 
 def _history_row(
     run_id: str,
-    spec: TableSpec,
+    spec: CheckedTable,
     increment: Increment,
     validated_at: datetime,
     rows: int,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from jobs.config import RunoffConfig
+from core.config import RunoffConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,7 +25,7 @@ def console_follows_stdout() -> Iterator[None]:
     test that swaps its stream must restore `_file` to None; restoring the `file` property's value
     would pin the console to a stream pytest later replaces, and later tests would see nothing.
     """
-    from jobs.console import console
+    from core.console import console
 
     yield
     assert console._file is None, f"a test left the console writing to {console._file!r}"
@@ -38,7 +38,7 @@ def console_output(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
     Patched on `_file`, not the `file` property: undoing a patch of `file` would pin the console
     to the stream pytest had installed at that moment, and later tests would never see output.
     """
-    from jobs.console import console
+    from core.console import console
 
     buffer = io.StringIO()
     monkeypatch.setattr(console, "_file", buffer)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
 from jobs.catalog import CATALOG
-from jobs.config import RunoffConfig
 
 # Set per ingestion: a re-run (backfill) writes the same data with new values here.
 INGESTION_COLUMNS = ("_ingested_at", "_batch_id")

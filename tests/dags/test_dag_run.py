@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from core.config import RunoffConfig
 from jobs.cli import main as runoff
-from jobs.config import RunoffConfig
 from tests.dags.tables import assert_silver_matches_expected, read_table
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]

@@ -13,8 +13,8 @@ from typing import Any
 import pendulum
 import pytest
 
+from core.config import RunoffConfig
 from jobs.catalog import CATALOG, DATASET_NAMES
-from jobs.config import RunoffConfig
 from tests.conftest import REPO_ROOT
 from tests.dags.conftest import DAGS_FOLDER
 

@@ -36,8 +36,8 @@ from typing import Any
 
 import pytest
 
+from core.config import RunoffConfig
 from dags import standalone
-from jobs.config import RunoffConfig
 from tests.browser import assert_not_blank, chromium_command
 from tests.dags.tables import assert_silver_matches_expected, snapshot_tables, tree_listing
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.config import RunoffConfig
+from core.config import RunoffConfig
 from quality.runner import ValidationReport, validate_dataset
 from tests.browser import dump_dom, screenshot
 from tests.quality_tables import (

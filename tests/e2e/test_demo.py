@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from core.config import RunoffConfig
 from jobs.bronze import landing_dirs
-from jobs.config import RunoffConfig
 from jobs.demo import DatasetOutcome, count_files, render_summary, run_demo
 from tests import expected
 from tests.browser import dump_dom

@@ -26,13 +26,13 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
+from delta_tables.ops import read_runs
 from jobs.backfill import Interval
 from jobs.bronze import archive_dir
 from jobs.cli import main
-from jobs.config import RunoffConfig
 from jobs.generate import generate_dataset
-from jobs.ledger import read_runs
 from jobs.status import uri_to_path
 from tests import expected
 

@@ -22,13 +22,13 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
+from core.config import RunoffConfig
+from core.errors import RunoffError
 from delta_tables.arrow import read_arrow
+from delta_tables.ops import read_runs
 from jobs import cli
 from jobs.bronze import BronzeOptions, archive_dir, landing_dirs, run
-from jobs.config import RunoffConfig
-from jobs.errors import RunoffError
 from jobs.generate import generate_dataset
-from jobs.ledger import read_runs
 from tests import expected
 from tests.conftest import REPO_ROOT
 
@@ -241,7 +241,7 @@ def test_a_second_run_is_refused_at_once_and_a_dead_holder_is_taken_over(
             "-c",
             "import sys, time\n"
             "from pathlib import Path\n"
-            "from jobs.locking import checkpoint_lock\n"
+            "from core.locking import checkpoint_lock\n"
             f"with checkpoint_lock(Path({str(checkpoint)!r}), 'runoff bronze events'):\n"
             "    print('locked', flush=True)\n"
             "    time.sleep(600)\n",

@@ -29,9 +29,9 @@ from typing import IO
 
 import pytest
 
+from core.config import RunoffConfig
+from delta_tables.ops import read_runs
 from jobs.bronze import landing_dirs
-from jobs.config import RunoffConfig
-from jobs.ledger import read_runs
 from tests import expected
 from tests.conftest import REPO_ROOT
 from tests.integration.test_bronze import assert_tables_hold_exactly, land

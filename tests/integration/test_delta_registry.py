@@ -20,6 +20,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from core.config import RunoffConfig
+from core.errors import ConfigError
 from delta_tables.registry import (
     TableSpec,
     bronze_table,
@@ -33,10 +35,8 @@ from delta_tables.registry import (
     table_specs,
 )
 from delta_tables.writes import is_delta_table, table_version
-from jobs.config import RunoffConfig
 from jobs.datasets import DATASETS, get_dataset
 from jobs.datasets.base import QUARANTINE_SCHEMA
-from jobs.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,7 +77,7 @@ def test_ensure_tables_creates_bronze_quarantine_and_the_run_ledger(
 ) -> None:
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from jobs.ledger import RUNS_SCHEMA
+    from core.ledger import RUNS_SCHEMA
 
     config = interval_config
     home = config.home

@@ -17,13 +17,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from core.config import RunoffConfig
+from core.ledger import RunRecord
+from core.locking import checkpoint_lock, lock_path
 from delta_tables.arrow import read_arrow
+from delta_tables.ops import append_run, read_runs
 from jobs.bronze import archive_dir
 from jobs.cli import main
-from jobs.config import RunoffConfig
 from jobs.generate import generate_dataset
-from jobs.ledger import RunRecord, append_run, read_runs
-from jobs.locking import checkpoint_lock, lock_path
 from jobs.maintain import format_bytes
 from tests import expected
 

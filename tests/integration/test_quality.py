@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
+from delta_tables.ops import read_runs
 from jobs.catalog import CATALOG, DATASET_NAMES
 from jobs.cli import main
-from jobs.config import RunoffConfig
-from jobs.ledger import read_runs
 from quality.history import read_results
 from quality.runner import ValidationReport, results_path, validate_dataset
 from quality.suites import dataset_tables

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from core.config import RunoffConfig
+from delta_tables.ops import read_runs
 from jobs.catalog import DATASET_NAMES
 from jobs.cli import main
-from jobs.config import RunoffConfig
-from jobs.ledger import read_runs
 from quality.retention import dataset_suites, expired_results, prune_validation_results
 from quality.runner import LAYERS, validate_dataset
 from quality.suites import dataset_tables

@@ -27,13 +27,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from core.config import RunoffConfig
+from core.errors import LockHeldError, RunoffError
+from core.ledger import RunRecord
+from core.locking import checkpoint_lock
 from delta_tables.arrow import read_arrow
-from jobs.config import RunoffConfig
+from delta_tables.ops import read_runs
 from jobs.datasets import get_dataset
-from jobs.errors import LockHeldError, RunoffError
 from jobs.generate import generate
-from jobs.ledger import RunRecord, read_runs
-from jobs.locking import checkpoint_lock
 from jobs.silver import SilverOptions, run_silver
 from tests import expected
 from tests.conftest import REPO_ROOT

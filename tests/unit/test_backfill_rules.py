@@ -15,6 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from core.config import RunoffConfig
+from core.errors import ConfigError
 from jobs.backfill import (
     Interval,
     bronze_predicate,
@@ -26,8 +28,6 @@ from jobs.backfill import (
     window_predicate,
 )
 from jobs.cli import main
-from jobs.config import RunoffConfig
-from jobs.errors import ConfigError
 from tests import expected
 
 JAN1, JAN3 = date(2024, 1, 1), date(2024, 1, 3)

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from core.config import RunoffConfig
+from core.errors import ConfigError
 from jobs import bronze
 from jobs.bronze import (
     ERR_EVENT_TIME,
@@ -29,9 +31,7 @@ from jobs.bronze import (
     parse_lines,
     quarantine_rows,
 )
-from jobs.config import RunoffConfig
 from jobs.datasets import get_dataset
-from jobs.errors import ConfigError
 from tests import expected
 
 if TYPE_CHECKING:

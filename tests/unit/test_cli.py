@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
+from core.config import RunoffConfig
+from core.errors import ConfigError, LockHeldError, RunoffError
 from jobs import cli, interrupts
 from jobs import console as console_module
 from jobs.cli import main
-from jobs.config import RunoffConfig
-from jobs.errors import ConfigError, LockHeldError, RunoffError
 from tests import expected
 
 
@@ -313,4 +313,4 @@ def test_verbose_adds_the_traceback(
     code, _, err = run(capsys, "--home", str(home), "--verbose", "generate", "events")
     assert code == 1
     assert err.startswith("Traceback (most recent call last):")
-    assert err.endswith("jobs.errors.RunoffError: bad\nrunoff: error: bad\n")
+    assert err.endswith("core.errors.RunoffError: bad\nrunoff: error: bad\n")

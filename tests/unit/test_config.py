@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.config import DEFAULT_HOME, RunoffConfig
-from jobs.errors import ConfigError
+from core.config import DEFAULT_HOME, RunoffConfig
+from core.errors import ConfigError
 
 
 def test_defaults_without_flags_or_environment(

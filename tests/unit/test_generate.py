@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 from pyspark.sql.types import DataType, DoubleType, LongType, StringType, TimestampType
 
+from core.config import RunoffConfig
+from core.errors import ConfigError, RunoffError
 from jobs import console as console_module
 from jobs.cli import main
-from jobs.config import RunoffConfig
 from jobs.datasets import DATASETS, get_dataset
 from jobs.datasets.activity import GT_LABELS, PHONES
 from jobs.datasets.sensors import LOST_SIGNAL_THRESHOLD, SIGNAL_RANGES
-from jobs.errors import ConfigError, RunoffError
 from jobs.generate import (
     GeneratedFile,
     GeneratorSpec,

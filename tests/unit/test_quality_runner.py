@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from jobs.errors import ConfigError
+from core.errors import ConfigError
 from quality.runner import (
     ExpectationOutcome,
     TableOutcome,
@@ -95,7 +95,7 @@ def test_report_passes_unless_a_critical_expectation_failed() -> None:
 
 
 def test_unknown_layer_is_a_config_error(tmp_path: object) -> None:
-    from jobs.config import RunoffConfig
+    from core.config import RunoffConfig
 
     config = RunoffConfig.from_sources(home=str(tmp_path), env={})
     with pytest.raises(ConfigError, match=r"layer 'gold' is not one of bronze, silver"):

@@ -18,11 +18,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from core.errors import RunoffError
 from delta_tables.arrow import read_arrow
 from delta_tables.registry import TableSpec, ensure_table
 from delta_tables.writes import merge
 from jobs.datasets import get_dataset
-from jobs.errors import RunoffError
 from jobs.silver import (
     BatchWriter,
     MergeOutcome,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import ConfigError
 from jobs.cli import main
-from jobs.errors import ConfigError
 from jobs.spark import JARS_DIR, delta_jars, get_spark
 
 MISSING = (

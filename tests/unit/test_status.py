@@ -18,9 +18,10 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
+from core.config import RunoffConfig
+from core.ledger import RunRecord
+from delta_tables.ops import append_run
 from jobs.cli import main
-from jobs.config import RunoffConfig
-from jobs.ledger import RunRecord, append_run
 from jobs.status import (
     RUN_KEYS,
     collect_status,

@@ -1,8 +1,8 @@
 """The run ledger `delta/ops/runs`: one row per job run (bronze, silver, validate, backfill...).
 
-Appended through delta-spark; a command without a SparkSession (a refused run, a reset, a
-validate) parks its row until the next Spark run commits it (`delta_tables.ops`), so every
-command, failed ones included, records itself. Read it with `read_runs()`.
+A run's record and the table's schema; `delta_tables.ops.append_run` appends it (through
+delta-spark; a command without a SparkSession parks its row until the next Spark run commits it),
+so every command, failed ones included, records itself. Read it with `delta_tables.ops.read_runs`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import json
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -89,19 +88,3 @@ class RunRecord:
         row["versions_after"] = json.dumps(self.versions_after, sort_keys=True)
         row["details"] = json.dumps(self.details, sort_keys=True, default=str)
         return row
-
-
-def append_run(runs_path: Path, record: RunRecord) -> None:
-    """Append one run to the ledger (creating the table on first use)."""
-    from delta_tables.ops import append_rows
-
-    append_rows(runs_path, pa.Table.from_pylist([record.to_row()], schema=RUNS_SCHEMA), RUN_KEY)
-
-
-def read_runs(runs_path: Path, dataset: str | None = None) -> list[dict[str, Any]]:
-    """All ledger rows (optionally of one dataset), oldest first."""
-    from delta_tables.ops import read_rows
-
-    equal = {"dataset": dataset} if dataset is not None else None
-    rows: list[dict[str, Any]] = read_rows(runs_path, RUNS_SCHEMA, RUN_KEY, equal=equal).to_pylist()
-    return sorted(rows, key=lambda r: r["started_at"])

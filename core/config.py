@@ -7,12 +7,13 @@ joins path strings by hand.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from jobs.errors import ConfigError
+from core.errors import ConfigError
+from core.specs import SEED_DIR
 
 DEFAULT_HOME = "./.runoff"
 LAYERS = ("bronze", "silver")
@@ -42,6 +43,18 @@ def _parse_spark_conf(raw: str) -> dict[str, str]:
     return conf
 
 
+def _dataset_dirs(env_value: str, flags: Sequence[str | os.PathLike[str]]) -> tuple[Path, ...]:
+    """The seed folder, every folder of RUNOFF_DATASETS (colon-separated), every --datasets."""
+    dirs = [SEED_DIR]
+    for raw in [*(p for p in env_value.split(os.pathsep) if p.strip()), *flags]:
+        path = Path(raw).expanduser().absolute()
+        if not path.is_dir():
+            raise ConfigError(f"datasets folder {str(raw)!r} is not a directory")
+        if path not in dirs:
+            dirs.append(path)
+    return tuple(dirs)
+
+
 @dataclass(frozen=True)
 class RunoffConfig:
     """Where runoff keeps its data and how it talks to Spark."""
@@ -54,6 +67,8 @@ class RunoffConfig:
     checkpoint_interval: int = 10
     vacuum_retention_hours: int = 168
     verbose: bool = False
+    # Folders of dataset specs: the repo's seed datasets, then RUNOFF_DATASETS, then --datasets.
+    dataset_dirs: tuple[Path, ...] = (SEED_DIR,)
 
     @classmethod
     def from_sources(
@@ -62,6 +77,7 @@ class RunoffConfig:
         spark_master: str | None = None,
         verbose: bool = False,
         env: Mapping[str, str] | None = None,
+        datasets: Sequence[str | os.PathLike[str]] = (),
     ) -> RunoffConfig:
         """Build the configuration: explicit arguments, then `RUNOFF_*` variables, then defaults."""
         env = os.environ if env is None else env
@@ -78,6 +94,7 @@ class RunoffConfig:
             checkpoint_interval=_env_int(env, "RUNOFF_CHECKPOINT_INTERVAL", 10),
             vacuum_retention_hours=_env_int(env, "RUNOFF_VACUUM_RETENTION_HOURS", 168, minimum=0),
             verbose=verbose,
+            dataset_dirs=_dataset_dirs(env.get("RUNOFF_DATASETS", ""), datasets),
         )
         return config
 
@@ -106,6 +123,8 @@ class RunoffConfig:
         return self.home / "landing"
 
     def landing_dir(self, dataset: str) -> Path:
+        """The default landing folder (`landing/<dataset>`); a spec's `source.path` may name
+        another: ask `delta_tables.catalog.Catalog.landing_dir`."""
         return self.landing_root / dataset
 
     def bronze_path(self, dataset: str) -> Path:

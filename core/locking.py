@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from jobs.errors import LockHeldError
+from core.errors import LockHeldError
 
 logger = logging.getLogger(__name__)
 
@@ -83,3 +83,16 @@ def checkpoint_lock(checkpoint_dir: Path, what: str) -> Iterator[Path]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def blocking_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive `flock` on `path` (created if missing), waiting for the holder to end:
+    for short critical sections shared by processes (unlike `checkpoint_lock`, which refuses)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

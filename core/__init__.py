@@ -1,0 +1,2 @@
+"""The small core every layer may import: configuration, errors, console, run records, locks and
+dataset specs. It imports nothing of runoff's other packages."""

@@ -1,0 +1,364 @@
+"""Dataset specs: one YAML file per dataset, read into frozen dataclasses (no Spark here).
+
+`load_spec(path)` checks a file against `dataset.schema.json` and the rules a schema cannot
+state (a slide needs a window, names are unique, ...) and raises `SpecError` listing every
+problem as `<file>: <key>: <problem>`. `scan(folders)` reads every `*.yaml`/`*.yml` of the
+folders and keeps the good specs apart from the refused files, so one bad file never hides the
+others. SQL inside a spec is checked by Spark's analyzer in `runoff check` (jobs.check).
+The format is documented in the README ("Dataset spec reference").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+
+from core.errors import ConfigError
+
+SEED_DIR = Path(__file__).resolve().parents[1] / "jobs" / "datasets"
+SCHEMA_FILE = Path(__file__).with_name("dataset.schema.json")
+SPEC_SUFFIXES = (".yaml", ".yml")
+
+Severity = Literal["warning", "quarantine", "critical"]
+SchemaEvolution = Literal["rescue", "add_columns", "fail"]
+
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+_INTERVAL = re.compile(r"^(\d+) (second|minute|hour|day|week)s?$")
+# Columns bronze adds to every row, and columns silver derives: a record may not use them.
+BRONZE_METADATA_COLUMNS = (
+    "event_time",
+    "event_date",
+    "_source_file",
+    "_ingested_at",
+    "_batch_id",
+    "_rescued_data",
+)
+WINDOW_COLUMNS = ("window_start", "window_end")
+WINDOW_DATE = "window_date"
+
+
+def interval_seconds(text: str) -> int:
+    """ "10 minutes" -> 600: the forms a spec may use (`<n> second|minute|hour|day|week[s]`)."""
+    match = _INTERVAL.match(text.strip())
+    if not match:
+        raise ConfigError(
+            f"interval {text!r} is not of the form '<n> seconds|minutes|hours|days|weeks'"
+        )
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+class SpecError(ConfigError):
+    """A refused spec file: one `<file>: <key>: <problem>` line per problem."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = tuple(problems)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A row rule: bronze rows for which `expr` is not true go to quarantine."""
+
+    name: str
+    expr: str
+    action: Literal["quarantine"] = "quarantine"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """A declared expectation: a GX expectation type, its arguments and what a failure does."""
+
+    table: str
+    expect: str
+    kwargs: Mapping[str, Any]
+    severity: Severity = "warning"
+
+
+@dataclass(frozen=True)
+class SilverSpec:
+    """One silver table: rows of bronze grouped by window and keys into measures."""
+
+    table: str
+    description: str = ""
+    window: str | None = None
+    slide: str | None = None
+    keys: tuple[str, ...] = ()
+    select: tuple[str, ...] = ()
+    where: str | None = None
+    measures: tuple[tuple[str, str], ...] = ()  # (column, SQL aggregate), in declared order
+    having: str | None = None
+    output: Literal["update", "append"] = "update"
+    transform: str | None = None
+    partition_by: tuple[str, ...] = ()
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The columns that identify a row (the MERGE condition)."""
+        return (*WINDOW_COLUMNS, *self.keys) if self.window else self.keys
+
+    @property
+    def measure_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.measures)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The table's columns, in order."""
+        date = (WINDOW_DATE,) if WINDOW_DATE in self.partition_by else ()
+        return (*self.key_columns, *self.measure_names, *date)
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A dataset as declared in its YAML file (`file`)."""
+
+    name: str
+    file: Path
+    source_format: Literal["json", "text"]
+    source_path: str
+    schema: str
+    event_time: str
+    description: str = ""
+    watermark: str = "10 minutes"
+    required: tuple[str, ...] = ()
+    rename: tuple[tuple[str, str], ...] = ()
+    select: tuple[str, ...] = ()
+    schema_evolution: SchemaEvolution = "rescue"
+    rules: tuple[Rule, ...] = ()
+    silver: tuple[SilverSpec, ...] = ()
+    expectations: tuple[Expectation, ...] = ()
+    schedule: str | None = "@hourly"
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def silver_tables(self) -> tuple[str, ...]:
+        return tuple(s.table for s in self.silver)
+
+    def silver_spec(self, table: str) -> SilverSpec:
+        for spec in self.silver:
+            if spec.table == table:
+                return spec
+        names = ", ".join(self.silver_tables) or "none"
+        raise ConfigError(f"dataset {self.name!r} has no silver table {table!r} (has: {names})")
+
+    def expectations_of(self, table: str) -> tuple[Expectation, ...]:
+        return tuple(e for e in self.expectations if e.table == table)
+
+
+@cache
+def _validator() -> jsonschema.protocols.Validator:
+    schema = json.loads(SCHEMA_FILE.read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema)
+
+
+def _key(path: Iterable[Any]) -> str:
+    parts = [f"[{p}]" if isinstance(p, int) else f".{p}" for p in path]
+    return "".join(parts).lstrip(".") or "(top level)"
+
+
+def _schema_problems(doc: Any) -> list[tuple[str, str]]:
+    problems = []
+    for error in sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.path))):
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = sorted(error.schema.get("properties", {}))
+            extra = sorted(set(error.instance) - set(allowed))
+            for name in extra:
+                problems.append(
+                    (_key([*error.path, name]), f"unknown key (allowed: {', '.join(allowed)})")
+                )
+            continue
+        problems.append((_key(error.path), error.message))
+    return problems
+
+
+def _rule_problems(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What the JSON Schema cannot say: uniqueness, combinations, reserved names."""
+    problems: list[tuple[str, str]] = []
+    tables: set[str] = set()
+    for i, silver in enumerate(doc.get("silver") or []):
+        key = f"silver[{i}]"
+        if silver["table"] in tables:
+            problems.append((f"{key}.table", f"table {silver['table']!r} is declared twice"))
+        tables.add(silver["table"])
+        window = silver.get("window")
+        if silver.get("slide") and not window:
+            problems.append((f"{key}.slide", "a slide needs a window"))
+        if (
+            window
+            and silver.get("slide")
+            and (interval_seconds(silver["slide"]) > interval_seconds(window))
+        ):
+            problems.append((f"{key}.slide", "the slide is longer than the window"))
+        if silver.get("output") == "append" and not window:
+            problems.append(
+                (f"{key}.output", "append emits closed windows only: it needs a window")
+            )
+        measures = silver.get("measures") or {}
+        if not measures and not silver.get("transform"):
+            problems.append((f"{key}.measures", "declare at least one measure (or a transform)"))
+        keys = silver.get("keys") or []
+        derived = (*WINDOW_COLUMNS, WINDOW_DATE) if window else ()
+        for name in [*keys, *measures]:
+            if name in derived:
+                problems.append((key, f"column {name!r} is derived from the window: rename it"))
+        for name in sorted(set(keys) & set(measures)):
+            problems.append((f"{key}.measures.{name}", "is also a key"))
+        for name in silver.get("partition_by") or []:
+            if name != WINDOW_DATE and name not in keys:
+                problems.append(
+                    (
+                        f"{key}.partition_by",
+                        f"{name!r} is neither a key nor {WINDOW_DATE} (the window's UTC day)",
+                    )
+                )
+            if name == WINDOW_DATE and not window:
+                problems.append((f"{key}.partition_by", f"{WINDOW_DATE} needs a window"))
+    allowed_tables = {"bronze", "quarantine", *tables}
+    for table in doc.get("expectations") or {}:
+        if table not in allowed_tables:
+            problems.append(
+                (
+                    f"expectations.{table}",
+                    f"no such table (tables: {', '.join(sorted(allowed_tables))})",
+                )
+            )
+    for name in (doc.get("bronze") or {}).get("rename") or {}:
+        if name in BRONZE_METADATA_COLUMNS:
+            problems.append((f"bronze.rename.{name}", "is a column runoff adds itself"))
+    names = [r["name"] for r in doc.get("rules") or []]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(("rules", f"rule {name!r} is declared twice"))
+    return problems
+
+
+def _spec_from(doc: Mapping[str, Any], file: Path) -> DatasetSpec:
+    source = doc["source"]
+    bronze = doc.get("bronze") or {}
+    expectations = []
+    for table, items in (doc.get("expectations") or {}).items():
+        for item in items:
+            kwargs = {k: v for k, v in item.items() if k not in ("expect", "severity")}
+            expectations.append(
+                Expectation(
+                    table=table,
+                    expect=item["expect"],
+                    kwargs=kwargs,
+                    severity=item.get("severity", "warning"),
+                )
+            )
+    return DatasetSpec(
+        name=doc["name"],
+        file=file,
+        description=(doc.get("description") or "").strip(),
+        source_format=source["format"],
+        source_path=source.get("path") or f"landing/{doc['name']}",
+        schema=doc["schema"],
+        event_time=doc["event_time"],
+        watermark=doc.get("watermark") or "10 minutes",
+        required=tuple(doc.get("required") or ()),
+        rename=tuple((bronze.get("rename") or {}).items()),
+        select=tuple(bronze.get("select") or ()),
+        schema_evolution=doc.get("schema_evolution") or "rescue",
+        rules=tuple(
+            Rule(name=r["name"], expr=r["expr"], action=r.get("action", "quarantine"))
+            for r in doc.get("rules") or ()
+        ),
+        silver=tuple(
+            SilverSpec(
+                table=s["table"],
+                description=(s.get("description") or "").strip(),
+                window=s.get("window"),
+                slide=s.get("slide"),
+                keys=tuple(s.get("keys") or ()),
+                select=tuple(s.get("select") or ()),
+                where=s.get("where"),
+                measures=tuple((s.get("measures") or {}).items()),
+                having=s.get("having"),
+                output=s.get("output") or "update",
+                transform=s.get("transform"),
+                partition_by=tuple(s.get("partition_by") or ()),
+            )
+            for s in doc.get("silver") or ()
+        ),
+        expectations=tuple(expectations),
+        schedule=doc.get("schedule", "@hourly"),
+        raw=doc,
+    )
+
+
+def load_spec(path: Path) -> DatasetSpec:
+    """Read and check one spec file; `SpecError` lists every problem, naming file and key."""
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError([f"{path}: cannot be read ({exc.strerror or exc})"]) from exc
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f"line {where.line + 1}" if where is not None else "(file)"
+        reason = getattr(exc, "problem", None) or str(exc)
+        raise SpecError([f"{path}: {at}: not valid YAML ({reason})"]) from exc
+    problems = _schema_problems(doc)
+    if not problems:
+        problems = _rule_problems(doc)
+    if problems:
+        raise SpecError([f"{path}: {key}: {message}" for key, message in problems])
+    if path.stem != doc["name"]:
+        raise SpecError([f"{path}: name: {doc['name']!r} differs from the file name {path.stem!r}"])
+    return _spec_from(doc, path)
+
+
+@dataclass(frozen=True)
+class SpecScan:
+    """Every spec found: the good ones by name, and the problems of the refused files."""
+
+    specs: Mapping[str, DatasetSpec]
+    problems: Mapping[Path, tuple[str, ...]]
+
+
+def spec_files(folders: Sequence[Path]) -> list[Path]:
+    files: list[Path] = []
+    for folder in folders:
+        if not folder.is_dir():
+            raise ConfigError(f"datasets folder {str(folder)!r} does not exist")
+        files.extend(
+            sorted(p for p in folder.iterdir() if p.suffix in SPEC_SUFFIXES and p.is_file())
+        )
+    return files
+
+
+def scan(folders: Sequence[Path]) -> SpecScan:
+    """Load every spec of `folders` (in order); a name or silver table declared twice refuses
+    the later file."""
+    specs: dict[str, DatasetSpec] = {}
+    problems: dict[Path, tuple[str, ...]] = {}
+    dataset_files: dict[str, Path] = {}
+    table_files: dict[str, Path] = {}
+    for path in spec_files(folders):
+        try:
+            spec = load_spec(path)
+        except SpecError as exc:
+            problems[path] = exc.problems
+            continue
+        clashes = []
+        if spec.name in dataset_files:
+            first = dataset_files[spec.name]
+            clashes.append(f"{path}: name: dataset {spec.name!r} is already declared in {first}")
+        for table in spec.silver_tables:
+            if table in table_files:
+                first = table_files[table]
+                clashes.append(f"{path}: silver: table {table!r} is already declared in {first}")
+        if clashes:
+            problems[path] = tuple(clashes)
+            continue
+        specs[spec.name] = spec
+        dataset_files[spec.name] = path
+        table_files.update(dict.fromkeys(spec.silver_tables, path))
+    return SpecScan(specs=specs, problems=problems)

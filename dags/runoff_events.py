@@ -1,7 +1,0 @@
-"""Airflow DAG `runoff_events`: landing -> bronze -> silver -> validate (see dags/factory.py)."""
-
-from __future__ import annotations
-
-from dags.factory import build_dataset_dag
-
-dag = build_dataset_dag("events")
