@@ -56,7 +56,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,6 +83,7 @@ from core.locking import checkpoint_lock
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.schemas import QUARANTINE_SCHEMA
 from delta_tables.writes import already_committed, append, table_version
+from jobs.check import ensure_resolves
 from jobs.dataset import Dataset, load_dataset
 from jobs.streaming import (
     BatchFunction,
@@ -156,7 +158,28 @@ def parse_lines(raw: DataFrame, dataset: Dataset) -> DataFrame:
     columns (typed; null where invalid), `event_time`, `_source_file`, `_raw`, `_error` (null
     for a valid record), `_blank` (a blank line: neither record nor malformed), `_block_start`
     and `_row_id` (the line's position within its split, for line numbers).
+
+    The spec's SQL (event time, rules) is analyzed with ANSI mode off: an expression that cannot
+    be computed for a record (`to_timestamp('yesterday')`) gives null, so the record goes to
+    quarantine instead of failing every run that reads its file.
     """
+    with ansi_off(raw.sparkSession):
+        return _parse_lines(raw, dataset)
+
+
+@contextmanager
+def ansi_off(spark: SparkSession) -> Iterator[None]:
+    """`spark.sql.ansi.enabled=false` while DataFrames are built (Spark analyzes them at once
+    and fixes each expression's error mode then); the previous value afterwards."""
+    previous = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", previous)
+
+
+def _parse_lines(raw: DataFrame, dataset: Dataset) -> DataFrame:
     reserved = set(PARSED_COLUMNS) & set(record_columns(dataset))
     if reserved:
         raise ConfigError(f"dataset {dataset.name!r} uses reserved column names {sorted(reserved)}")
@@ -299,6 +322,17 @@ def good_rows(
 ) -> DataFrame:
     """The valid records of `parse_lines` output as bronze rows (`Dataset.full_bronze_schema`,
     then `added_columns`: fields taken out of `_rescued_data` as strings, for `add_columns`)."""
+    with ansi_off(parsed.sparkSession):  # the spec's select SQL, as in `parse_lines`
+        return _good_rows(parsed, dataset, batch_id, ingested_at, added_columns)
+
+
+def _good_rows(
+    parsed: DataFrame,
+    dataset: Dataset,
+    batch_id: int,
+    ingested_at: datetime,
+    added_columns: Sequence[str],
+) -> DataFrame:
     valid = parsed.where(~F.col("_blank") & F.col("_error").isNull())
     fields = F.from_json(F.col(RESCUED), FIELDS_AS_TEXT)
     schema = StructType(
@@ -667,6 +701,7 @@ def run(
             from jobs.spark import get_spark
 
             spark = get_spark(app_name=f"runoff-bronze-{name}", config=config)
+        ensure_resolves(spark, catalog, name)
         dataset = load_dataset(catalog, name)
         ensure_table(spark, bronze, dataset.full_bronze_schema)
         ensure_table(spark, quarantine)

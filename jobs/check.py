@@ -13,6 +13,7 @@ refused.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -72,11 +73,17 @@ class _Resolver:
         """`build()`, or None with the analyzer's complaint recorded under `key`."""
         from pyspark.errors import AnalysisException
 
+        # PySpark logs every analysis error with its query context: expected here, so quiet.
+        quiet = logging.getLogger("SQLQueryContextLogger")
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)
         try:
             return build()
         except AnalysisException as exc:
             self.problem(key, describe(exc, columns))
             return None
+        finally:
+            quiet.setLevel(level)
 
     def known(self, key: str, names: Sequence[str], columns: Sequence[str]) -> bool:
         missing = [n for n in names if n not in columns]
@@ -320,3 +327,13 @@ def config_schedule() -> str | None:
     import os
 
     return os.environ.get("RUNOFF_DAG_SCHEDULE") or None
+
+
+def ensure_resolves(spark: SparkSession, catalog: Catalog, dataset: str) -> None:
+    """Refuse to run a dataset whose spec's SQL does not resolve (the lines `runoff check`
+    prints), before any data is read."""
+    from core.specs import SpecError
+
+    problems = resolve(spark, catalog.spec(dataset), catalog).problems
+    if problems:
+        raise SpecError(problems)

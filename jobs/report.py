@@ -1,18 +1,10 @@
 """`runoff report <dataset>`: one self-contained HTML page with charts of a dataset's runs.
 
-Input: the dataset's silver tables, bronze and quarantine (row counts only), the run ledger
-`delta/ops/runs` and the quality results history `quality/results`, all read with delta-rs
-(DataFusion), so no Spark session or JVM is needed.
-Output: `<home>/reports/<dataset>.html`, a single file that works offline: inline CSS and inline
-SVG charts drawn with matplotlib; no scripts, fonts or images are fetched.
-Grain: one page per dataset, rebuilt in full on every call. Charts:
-- silver aggregates over time (events: Opens and Closes per hour; sensors: signals per device type
-  per minute and lost-signal device windows per minute; activity: readings per activity (gt) per
-  minute; lines: the top 20 words),
-- the run ledger: rows and seconds per run, rows behind the watermark and quarantined rows,
-- the quality pass rate per validation run (share of expectations that succeeded).
-A table that does not exist yet becomes a "no data yet" note; a dataset with no data at all still
-gets a valid page.
+Input: the dataset's spec, its tables (read with delta-rs, no Spark), the run ledger and the
+quality results history. Output: `<home>/reports/<dataset>.html`, inline CSS and SVG only.
+Charts: per silver table and measure, a line per key combination over the window start
+(windowed tables) or the top key combinations as bars (running totals); rows, seconds, late and
+quarantined rows per run; the quality pass rate per validation run. A missing table is a note.
 """
 
 from __future__ import annotations
@@ -21,7 +13,7 @@ import argparse
 import html
 import io
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +23,7 @@ import pandas as pd
 
 from core.config import RunoffConfig
 from core.ledger import RUNS_SCHEMA
+from core.specs import SilverSpec
 from delta_tables.catalog import Catalog
 from delta_tables.ops import read_runs
 
@@ -43,9 +36,20 @@ LAYER_COLOURS = {
     "maintain": "#4f81bd",
 }
 OTHER_COLOUR = "#999999"
-SERIES_COLOURS = ("#1f6fb4", "#e07b28", "#3a9a47", "#c0392b", "#8e5bb5", "#7f6a4f", "#d16aa6")
+SERIES_COLOURS = (
+    "#1f6fb4",
+    "#e07b28",
+    "#3a9a47",
+    "#c0392b",
+    "#8e5bb5",
+    "#7f6a4f",
+    "#d16aa6",
+    "#17a2b8",
+)
 FAILED_COLOUR = "#c0392b"
-TOP_WORDS = 20
+MAX_LINES = 8  # key combinations drawn per line chart (the largest totals)
+TOP_BARS = 20  # key combinations drawn per bar chart
+WINDOW_START = "window_start"
 LAST_RUNS_SHOWN = 15
 MIN_RUN_SLOTS = 6
 
@@ -70,7 +74,8 @@ class ReportData:
     home: Path
     generated_at: datetime
     tables: list[TableInfo]
-    silver: dict[str, pd.DataFrame | None]
+    silver_specs: tuple[SilverSpec, ...]
+    silver: dict[str, pd.DataFrame | None]  # by table: the columns its charts need
     runs: pd.DataFrame
     quality: pd.DataFrame | None
     quality_path: Path
@@ -85,16 +90,6 @@ class Chart:
     note: str = ""
 
 
-@dataclass(frozen=True)
-class SilverChart:
-    """How one silver table is charted: the columns to read and a function drawing them."""
-
-    table: str
-    columns: tuple[str, ...]
-    title: str
-    draw: Callable[[pd.DataFrame, str], str]
-
-
 # -- pure data shaping ---------------------------------------------------------------------------
 def _naive_utc(values: pd.Series) -> pd.Series:
     """Timestamps as naive UTC (matplotlib's date axis wants one clock)."""
@@ -103,31 +98,47 @@ def _naive_utc(values: pd.Series) -> pd.Series:
 
 
 def series_by_key(frame: pd.DataFrame, time_col: str, key_col: str, value_col: str) -> pd.DataFrame:
-    """One row per time, one column per key, cells = sum of `value_col` (0 where absent)."""
+    """One row per time, one column per key (sorted), cells = sum of `value_col`; NaN where the
+    key has no value at that time (a gap in its line, not a zero)."""
     if frame.empty:
         return pd.DataFrame()
     data = frame.assign(**{time_col: _naive_utc(frame[time_col])})
-    pivot = data.pivot_table(
-        index=time_col, columns=key_col, values=value_col, aggfunc="sum", fill_value=0
-    )
-    pivot = pivot.sort_index()
+    sums = data.groupby([time_col, key_col])[value_col].sum(min_count=1)
+    pivot = sums.unstack(key_col).sort_index()
     return pivot[sorted(pivot.columns, key=str)]
 
 
-def count_by_time(frame: pd.DataFrame, time_col: str) -> pd.Series:
-    """Number of rows per distinct time, oldest first."""
-    if frame.empty:
-        return pd.Series(dtype="int64")
-    return _naive_utc(frame[time_col]).value_counts().sort_index()
+def _text(value: object) -> str:
+    # NaN and NaT are the only values unequal to themselves.
+    return "null" if value is None or value != value else str(value)
 
 
-def top_words(frame: pd.DataFrame, n: int = TOP_WORDS) -> pd.DataFrame:
-    """The `n` most frequent words (ties broken alphabetically), most frequent first."""
-    if frame.empty:
-        return pd.DataFrame({"word": [], "count": []})
-    totals = frame.groupby("word")["count"].sum().reset_index()
-    ordered = totals.sort_values(["count", "word"], ascending=[False, True])
-    return ordered.head(n).reset_index(drop=True)
+def key_labels(frame: pd.DataFrame, keys: Sequence[str], default: str) -> pd.Series:
+    """One label per row, "k1=v1, k2=v2" (`default` when there are no keys)."""
+    if not keys:
+        return pd.Series(default, index=frame.index, dtype="object")
+    labels = f"{keys[0]}=" + frame[keys[0]].map(_text)
+    for key in keys[1:]:
+        labels = labels + f", {key}=" + frame[key].map(_text)
+    return labels
+
+
+def numeric(values: pd.Series) -> pd.Series | None:
+    """The values as floats; None when some are not numbers (text, timestamps, arrays)."""
+    if not (pd.api.types.is_numeric_dtype(values) or pd.api.types.is_object_dtype(values)):
+        return None
+    converted = pd.to_numeric(values, errors="coerce")
+    if converted.notna().sum() != values.notna().sum():
+        return None
+    return converted.astype("float64")
+
+
+def top_keys(labels: pd.Series, values: pd.Series, n: int) -> pd.Series:
+    """The `n` labels with the largest total of `values` (ties: by label), largest first."""
+    data = pd.DataFrame({"label": labels.to_numpy(), "total": values.to_numpy()})
+    totals = data.groupby("label")["total"].sum().reset_index()
+    top = totals.sort_values(["total", "label"], ascending=[False, True], kind="stable").head(n)
+    return pd.Series(top["total"].to_numpy(), index=top["label"].to_numpy(), name="total")
 
 
 def runs_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
@@ -253,7 +264,7 @@ def _time_axis(axes: Any) -> None:
 
 
 def line_chart(pivot: pd.DataFrame, title: str, ylabel: str, prefix: str) -> str:
-    """One line per column of `pivot` (index: time)."""
+    """One line per column of `pivot` (index: time; NaN: a gap); y from 0 unless negative."""
     figure = _new_figure()
     axes = figure.add_subplot()
     marker = "o" if len(pivot.index) <= 48 else None
@@ -269,32 +280,22 @@ def line_chart(pivot: pd.DataFrame, title: str, ylabel: str, prefix: str) -> str
         )
     _style_axes(axes, title, ylabel)
     _time_axis(axes)
-    axes.set_ylim(bottom=0)
+    if pivot.min().min() >= 0:
+        axes.set_ylim(bottom=0)
     if len(pivot.columns) > 0:
         _top_legend(axes)
     return figure_svg(figure, prefix, simplify=len(pivot.index) > EXACT_POINTS)
 
 
-def time_bar_chart(
-    counts: pd.Series, window: pd.Timedelta, title: str, ylabel: str, prefix: str
-) -> str:
-    """One bar per window (index: window start; `window`: its length)."""
-    figure = _new_figure()
+def top_bar_chart(totals: pd.Series, title: str, xlabel: str, prefix: str) -> str:
+    """Horizontal bars (index: labels), the first on top, each labelled with its value."""
+    figure = _new_figure(height=max(3.0, 0.28 * len(totals) + 1.2))
     axes = figure.add_subplot()
-    axes.bar(list(counts.index), counts.to_numpy(), width=window * 0.8, color=SERIES_COLOURS[3])
-    _style_axes(axes, title, ylabel)
-    _time_axis(axes)
-    return figure_svg(figure, prefix)
-
-
-def word_bar_chart(words: pd.DataFrame, title: str, prefix: str) -> str:
-    """Horizontal bars, most frequent word on top."""
-    figure = _new_figure(height=max(3.0, 0.28 * len(words) + 1.2))
-    axes = figure.add_subplot()
-    bars = axes.barh(list(words["word"])[::-1], list(words["count"])[::-1], color=SERIES_COLOURS[0])
-    axes.bar_label(bars, labels=[f"{c:,}" for c in list(words["count"])[::-1]], padding=3)
+    labels, values = [str(label) for label in totals.index][::-1], list(totals)[::-1]
+    bars = axes.barh(labels, values, color=SERIES_COLOURS[0])
+    axes.bar_label(bars, labels=[tick_label(v) for v in values], padding=3)
     axes.set_title(title, loc="left", fontsize=12, fontweight="bold")
-    axes.set_xlabel("occurrences")
+    axes.set_xlabel(xlabel)
     axes.grid(axis="x", color="#dddddd", linewidth=0.8)
     axes.set_axisbelow(True)
     for side in ("top", "right"):
@@ -388,80 +389,91 @@ def _integer_run_axis(axes: Any, count: int) -> None:
     axes.set_xlim(0.4, max(count, MIN_RUN_SLOTS) + 0.6)
 
 
-# -- silver charts per dataset -------------------------------------------------------------------
-def _draw_events_hourly(frame: pd.DataFrame, prefix: str) -> str:
-    pivot = series_by_key(frame, "window_start", "action", "count")
-    return line_chart(pivot, "Open and Close events per hour", "events", prefix)
+# -- silver charts, derived from the spec -------------------------------------------------------
+def _axis_columns(spec: SilverSpec) -> tuple[str, ...]:
+    return (WINDOW_START, *spec.keys) if spec.window else spec.keys
 
 
-def _draw_sensor_types(frame: pd.DataFrame, prefix: str) -> str:
-    pivot = series_by_key(frame, "window_start", "deviceType", "count")
-    return line_chart(pivot, "Signals per device type per minute", "signals", prefix)
+def silver_columns(spec: SilverSpec) -> tuple[str, ...]:
+    """The columns the charts of a silver table read: window start (if windowed), keys, measures."""
+    return (*_axis_columns(spec), *spec.measure_names)
 
 
-def _draw_lost_signal(frame: pd.DataFrame, prefix: str) -> str:
-    counts = count_by_time(frame, "window_start")
-    title = "Lost-signal device windows per minute"
-    return time_bar_chart(counts, pd.Timedelta(minutes=1), title, "devices", prefix)
+def silver_title(spec: SilverSpec, measure: str) -> str:
+    """E.g. "events_action_hourly: count per 1 hour window by action"."""
+    by = f" by {', '.join(spec.keys)}" if spec.keys else ""
+    if spec.window is None:
+        top = f" (top {TOP_BARS})" if spec.keys else ""
+        return f"{spec.table}: {measure}{by}{top}"
+    slide = f" (sliding by {spec.slide})" if spec.slide else ""
+    return f"{spec.table}: {measure} per {spec.window} window{slide}{by}"
 
 
-def _draw_activity(frame: pd.DataFrame, prefix: str) -> str:
-    pivot = series_by_key(frame, "window_start", "gt", "count")
-    return line_chart(pivot, "Readings per activity (gt) per minute", "readings", prefix)
+def window_series(frame: pd.DataFrame, spec: SilverSpec, measure: str) -> tuple[pd.DataFrame, int]:
+    """The lines of a windowed chart (`series_by_key` of the MAX_LINES key combinations with the
+    largest total) and how many key combinations were left out."""
+    labels = key_labels(frame, spec.keys, measure)
+    data = pd.DataFrame({WINDOW_START: frame[WINDOW_START], "key": labels, measure: frame[measure]})
+    pivot = series_by_key(data, WINDOW_START, "key", measure)
+    shown = set(top_keys(labels, frame[measure], MAX_LINES).index)
+    return pivot[[c for c in pivot.columns if c in shown]], labels.nunique() - len(shown)
 
 
-def _draw_words(frame: pd.DataFrame, prefix: str) -> str:
-    return word_bar_chart(top_words(frame), f"Top {TOP_WORDS} words", prefix)
+def total_bars(frame: pd.DataFrame, spec: SilverSpec, measure: str) -> tuple[pd.Series, int]:
+    """The bars of a running-total chart (the TOP_BARS key combinations with the largest total of
+    the measure, largest first) and how many key combinations were left out."""
+    labels = key_labels(frame, spec.keys, measure)
+    totals = top_keys(labels, frame[measure], TOP_BARS)
+    return totals, labels.nunique() - len(totals)
 
 
-SILVER_CHARTS: dict[str, tuple[SilverChart, ...]] = {
-    "events": (
-        SilverChart(
-            "events_action_hourly",
-            ("window_start", "action", "count"),
-            "Open and Close events per hour",
-            _draw_events_hourly,
-        ),
-    ),
-    "sensors": (
-        SilverChart(
-            "sensors_type_signal",
-            ("window_start", "deviceType", "count"),
-            "Signals per device type per minute",
-            _draw_sensor_types,
-        ),
-        SilverChart(
-            "sensors_lost_signal",
-            ("window_start", "deviceId"),
-            "Lost-signal device windows per minute",
-            _draw_lost_signal,
-        ),
-    ),
-    "activity": (
-        SilverChart(
-            "activity_user_minute",
-            ("window_start", "gt", "count"),
-            "Readings per activity (gt) per minute",
-            _draw_activity,
-        ),
-    ),
-    "lines": (
-        SilverChart("lines_word_counts", ("word", "count"), f"Top {TOP_WORDS} words", _draw_words),
-    ),
-}
+def _not_charted(frame: pd.DataFrame | None, spec: SilverSpec, measure: str, dataset: str) -> str:
+    """Why the chart of `measure` cannot be drawn ("" when it can)."""
+    if frame is None:
+        return (
+            f"No data yet: silver table {spec.table} does not exist (run `runoff run {dataset}`)."
+        )
+    missing = [c for c in (*_axis_columns(spec), measure) if c not in frame]
+    if missing:
+        return f"Not charted: {spec.table} has no column {', '.join(missing)}."
+    if frame.empty:
+        return f"No data yet: {spec.table} has no rows."
+    values = numeric(frame[measure])
+    if values is None:
+        return f"Not charted: {measure} of {spec.table} is not numeric ({frame[measure].dtype})."
+    return "" if values.notna().any() else f"No data yet: {spec.table} has no {measure} values."
+
+
+def silver_chart(frame: pd.DataFrame, spec: SilverSpec, measure: str, prefix: str) -> Chart:
+    """The chart of one measure of a silver table that has rows (see `_not_charted`)."""
+    title = silver_title(spec, measure)
+    frame = frame.assign(**{measure: numeric(frame[measure])})
+    if spec.window:
+        pivot, left_out = window_series(frame, spec, measure)
+        svg, shown = line_chart(pivot, title, measure, prefix), len(pivot.columns)
+    else:
+        totals, left_out = total_bars(frame, spec, measure)
+        svg, shown = top_bar_chart(totals, title, measure, prefix), len(totals)
+    note = ""
+    if left_out:
+        note = (
+            f"Shown: the {shown} of {shown + left_out} key combinations with the largest "
+            f"total {measure}; {left_out} left out."
+        )
+    return Chart(title, svg=svg, note=note)
 
 
 def silver_charts(data: ReportData) -> list[Chart]:
+    """One chart per silver table and measure, in the order of the spec."""
     charts = []
-    for i, spec in enumerate(SILVER_CHARTS.get(data.dataset, ())):
+    for spec in data.silver_specs:
         frame = data.silver.get(spec.table)
-        if frame is None:
-            note = f"No data yet: silver table {spec.table} does not exist (run `runoff run "
-            charts.append(Chart(spec.title, note=note + f"{data.dataset}`)."))
-        elif frame.empty:
-            charts.append(Chart(spec.title, note=f"No data yet: {spec.table} has no rows."))
-        else:
-            charts.append(Chart(spec.title, svg=spec.draw(frame, f"silver{i}")))
+        for measure in spec.measure_names:
+            reason = _not_charted(frame, spec, measure, data.dataset)
+            if reason or frame is None:
+                charts.append(Chart(silver_title(spec, measure), note=reason))
+            else:
+                charts.append(silver_chart(frame, spec, measure, f"silver{len(charts)}"))
     return charts
 
 
@@ -528,7 +540,8 @@ def _esc(value: object) -> str:
 
 def _chart_html(chart: Chart) -> str:
     if chart.svg is not None:
-        return f'<figure aria-label="{_esc(chart.title)}">{chart.svg}</figure>'
+        note = f'<figcaption class="note">{_esc(chart.note)}</figcaption>' if chart.note else ""
+        return f'<figure aria-label="{_esc(chart.title)}">{chart.svg}{note}</figure>'
     return (
         f'<figure aria-label="{_esc(chart.title)}"><h3>{_esc(chart.title)}</h3>'
         f'<p class="note">{_esc(chart.note)}</p></figure>'
@@ -632,10 +645,7 @@ def load_report_data(config: RunoffConfig, dataset: str) -> ReportData:
     catalog = Catalog.load(config)
     spec = catalog.spec(dataset)
     tables = [table_info(t.name, t.path) for t in catalog.tables(dataset)]
-    silver = {
-        chart.table: read_delta(catalog.silver_table(chart.table).path, chart.columns)
-        for chart in SILVER_CHARTS.get(dataset, ())
-    }
+    silver = {s.table: read_silver(catalog.silver_table(s.table).path, s) for s in spec.silver}
     quality_path = catalog.quality_results.path
     return ReportData(
         dataset=dataset,
@@ -643,22 +653,37 @@ def load_report_data(config: RunoffConfig, dataset: str) -> ReportData:
         home=config.home,
         generated_at=datetime.now(UTC),
         tables=tables,
+        silver_specs=spec.silver,
         silver=silver,
         runs=runs_frame(read_runs(config.runs_path, dataset)),
-        quality=read_delta(quality_path, _quality_columns(quality_path)),
+        quality=read_quality(quality_path, dataset),
         quality_path=quality_path,
     )
 
 
-def _quality_columns(path: Path) -> list[str] | None:
-    """The columns `quality_pass_rate` may use, of those the results table has."""
+def read_silver(path: Path, spec: SilverSpec) -> pd.DataFrame | None:
+    """The columns of `silver_columns(spec)` the table has; None when there is no table."""
     from deltalake import DeltaTable
 
     if not _is_delta(path):
         return None
-    wanted = ("run_id", "dataset", "success", "evaluated_expectations", "successful_expectations")
     names = {f.name for f in DeltaTable(str(path)).schema().fields}
-    return [c for c in (*wanted, *_TIME_COLUMNS) if c in names] or None
+    columns = [c for c in silver_columns(spec) if c in names]
+    return read_delta(path, columns) if columns else pd.DataFrame()
+
+
+def read_quality(path: Path, dataset: str) -> pd.DataFrame | None:
+    """The dataset's rows of the quality results history, parked rows included (the columns
+    `quality_pass_rate` uses); None when there is no history."""
+    from delta_tables.ops import read_rows
+    from quality.history import RESULT_KEY, RESULTS_SCHEMA
+
+    if not path.exists():
+        return None
+    columns = ["run_id", "dataset", "success", "validated_at"]
+    rows = read_rows(path, RESULTS_SCHEMA, RESULT_KEY, columns, {"dataset": dataset})
+    frame: pd.DataFrame = rows.to_pandas()
+    return frame
 
 
 def report_path(config: RunoffConfig, dataset: str) -> Path:

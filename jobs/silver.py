@@ -66,6 +66,7 @@ from core.ledger import RunRecord
 from core.locking import checkpoint_lock
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.writes import already_committed, is_delta_table, merge, table_version
+from jobs.check import ensure_resolves
 from jobs.dataset import SilverAggregate, load_dataset
 from jobs.streaming import (
     BatchFunction,
@@ -484,6 +485,7 @@ def run_silver(
                 from jobs.spark import get_spark
 
                 spark = get_spark(app_name=f"runoff-silver-{dataset.name}", config=config)
+            ensure_resolves(spark, catalog, dataset.name)
             try:
                 # One query at a time: concurrent queries on a small machine start their Python
                 # stream readers together and compete for the same cores.

@@ -195,7 +195,21 @@ def classify(
     renames = BRONZE_RENAMES.get(dataset, {})
     bronze = {renames.get(name, name): v for name, v in record.items()}
     bronze.update(_time_columns(event_time), _source_file=source)
+    bronze["_rescued_data"] = rescued_data(value, FIELDS[dataset])
     return Line(number, raw, "valid", record=bronze)
+
+
+def rescued_data(value: dict[str, Any], declared: Iterable[str]) -> str | None:
+    """The fields a record has beyond the declared ones, as bronze's `_rescued_data`: a compact
+    JSON object of their values as text (a string as is, any other value as its JSON), in the
+    record's order; None when there are none."""
+    known = set(declared)
+    extra = {
+        k: (v if isinstance(v, str) or v is None else json.dumps(v, separators=(",", ":")))
+        for k, v in value.items()
+        if k not in known
+    }
+    return json.dumps(extra, separators=(",", ":"), ensure_ascii=False) if extra else None
 
 
 def _convert(json_type: str, value: Any) -> Any:

@@ -15,8 +15,8 @@ from deltalake import DeltaTable
 
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
+from delta_tables.catalog import Catalog
 from delta_tables.ops import read_runs
-from jobs.catalog import CATALOG, DATASET_NAMES
 from jobs.cli import main
 from quality.history import read_results
 from quality.runner import ValidationReport, results_path, validate_dataset
@@ -33,6 +33,7 @@ from tests.quality_tables import (
     open_close_events,
     quarantine_rows,
 )
+from tests.seeds import SEED_NAMES, seed_spec
 
 START = 1_709_251_200  # 2024-03-01T00:00:00Z
 
@@ -50,8 +51,8 @@ def _clean_events(config: RunoffConfig) -> None:
     )
 
 
-def _expectation_count(table: str) -> int:
-    spec = next(t for t in dataset_tables("events") if t.name == table)
+def _expectation_count(config: RunoffConfig, table: str) -> int:
+    spec = next(t for t in dataset_tables(Catalog.load(config), "events") if t.name == table)
     return sum(len(suite.expectations) for suite in spec.suites)
 
 
@@ -75,8 +76,8 @@ def test_clean_data_passes_and_a_second_run_finds_no_new_data(
     history = read_results(results_path(config), dataset="events")
     by_table = {t: [r for r in history if r["table"] == t] for t in {r["table"] for r in history}}
     assert {t: len(rows) for t, rows in by_table.items()} == {
-        "bronze_events": _expectation_count("bronze_events"),
-        "events_action_hourly": _expectation_count("events_action_hourly"),
+        "bronze_events": _expectation_count(config, "bronze_events"),
+        "events_action_hourly": _expectation_count(config, "events_action_hourly"),
     }
     assert all(r["success"] and r["table_passed"] for r in history)
     bronze_version = DeltaTable(str(config.bronze_path("events"))).version()
@@ -270,17 +271,17 @@ def test_full_validates_the_whole_table(config: RunoffConfig) -> None:
     assert (full_of.versions, full_of.rows) == (f"[0, {table.version()}]", total)
 
 
-@pytest.mark.parametrize("dataset", DATASET_NAMES)
+@pytest.mark.parametrize("dataset", SEED_NAMES)
 def test_clean_tables_of_every_dataset_pass(config: RunoffConfig, dataset: str) -> None:
     append_bronze(config.bronze_path(dataset), clean_bronze(dataset))
     append(config.quarantine_path(dataset), quarantine_rows(0))
-    for table in CATALOG[dataset].silver_tables:
+    for table in seed_spec(dataset).silver_tables:
         append(config.silver_path(table), clean_silver(table))
 
     report = validate_dataset(config, dataset)
 
     assert [(t.table, t.status, t.passed) for t in report.tables] == [
-        (spec.name, "validated", True) for spec in dataset_tables(dataset)
+        (spec.name, "validated", True) for spec in dataset_tables(Catalog.load(config), dataset)
     ]
     assert [
         (e.table, e.expectation, e.observed) for e in report.expectations if not e.success
@@ -292,6 +293,8 @@ def test_nothing_to_validate_is_not_an_error(
 ) -> None:
     assert main(["--home", str(home), "validate", "events"]) == 0
     out = take_output(console_output)
-    assert out.count("table does not exist yet") == 2 * len(dataset_tables("events"))
+    assert out.count("table does not exist yet") == 2 * len(
+        dataset_tables(Catalog.load(config), "events")
+    )
     assert read_results(results_path(config)) == []
     assert [r["status"] for r in read_runs(config.runs_path, "events")] == ["success"]

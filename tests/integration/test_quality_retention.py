@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from core.config import RunoffConfig
+from delta_tables.catalog import Catalog
 from delta_tables.ops import read_runs
-from jobs.catalog import DATASET_NAMES
 from jobs.cli import main
 from quality.retention import dataset_suites, expired_results, prune_validation_results
 from quality.runner import LAYERS, validate_dataset
@@ -34,11 +34,18 @@ from tests.quality_tables import (
     hourly,
     open_close_events,
 )
+from tests.seeds import SEED_NAMES
 
 START = 1_709_251_200  # 2024-03-01T00:00:00Z
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 WEEK_HOURS = 168
-EVENTS_SILVER_SUITES = ("events_action_hourly", "events_action_hourly_cumulative")
+EVENTS_SILVER_SUITES = ("events_action_hourly",)
+EVENTS_TABLES = (
+    "bronze_events",
+    "quarantine_events",
+    "events_action_hourly",
+    "events_action_sliding",
+)
 LINES_SUITES = ("bronze_lines", "lines_word_counts")
 
 
@@ -123,17 +130,19 @@ def build_tables(config: RunoffConfig) -> None:
     append(config.silver_path("lines_word_counts"), clean_silver("lines_word_counts"))
 
 
-def test_suites_of_a_dataset_are_the_suites_of_its_tables() -> None:
+def test_suites_of_a_dataset_are_the_suites_of_its_tables(config: RunoffConfig) -> None:
     suite_tables = {
         suite.name: suite.to_suite().meta["table"]
-        for name in DATASET_NAMES
-        for table in dataset_tables(name)
+        for name in SEED_NAMES
+        for table in dataset_tables(Catalog.load(config), name)
         for suite in table.suites
     }
-    for name in DATASET_NAMES:
-        expected = {s.name for t in dataset_tables(name) for s in t.suites}
-        assert dataset_suites(suite_tables, name) == expected
-    assert dataset_suites({"bronze_events": None, "x": "bronze_events"}, "events") == {"x"}
+    for name in SEED_NAMES:
+        expected = {s.name for t in dataset_tables(Catalog.load(config), name) for s in t.suites}
+        names = [t.name for t in Catalog.load(config).tables(name)]
+        assert dataset_suites(suite_tables, names) == expected
+    events = [t.name for t in Catalog.load(config).tables("events")]
+    assert dataset_suites({"bronze_events": None, "x": "bronze_events"}, events) == {"x"}
 
 
 def test_prune_keeps_recent_results_and_the_newest_of_each_suite(
@@ -160,7 +169,9 @@ def test_prune_keeps_recent_results_and_the_newest_of_each_suite(
 
     before = stored_results(config)
 
-    pruning = prune_validation_results(config.quality_dir, "events", WEEK_HOURS, now=NOW)
+    pruning = prune_validation_results(
+        config.quality_dir, "events", EVENTS_TABLES, WEEK_HOURS, now=NOW
+    )
 
     # bronze_events: the 30- and 20-day-old results go, the 2-day-old and the newest stay; the
     # silver suites ran 30 days ago only, so that result is their newest and stays.
@@ -181,12 +192,14 @@ def test_prune_keeps_recent_results_and_the_newest_of_each_suite(
 
     # Again: nothing is old enough any more, and nothing is written.
     files = snapshot(config.quality_dir / "gx")
-    again = prune_validation_results(config.quality_dir, "events", WEEK_HOURS, now=NOW)
+    again = prune_validation_results(
+        config.quality_dir, "events", EVENTS_TABLES, WEEK_HOURS, now=NOW
+    )
     assert (again.removed, again.pages_removed, again.kept, again.index_rebuilt) == (0, 0, 4, False)
     assert snapshot(config.quality_dir / "gx") == files
 
     # No retention at all: only the newest result of each suite stays, other datasets untouched.
-    everything = prune_validation_results(config.quality_dir, "events", 0, now=NOW)
+    everything = prune_validation_results(config.quality_dir, "events", EVENTS_TABLES, 0, now=NOW)
     assert (everything.removed, everything.kept) == (1, 3)
     assert stored_results(config) == {newest.result("bronze_events"), *silver_results} | (
         lines_results
@@ -216,7 +229,7 @@ def test_expired_results_keep_the_newest_even_at_the_cutoff() -> None:
 
 
 def test_prune_without_a_quality_project_does_nothing(config: RunoffConfig) -> None:
-    pruning = prune_validation_results(config.quality_dir, "events", 0)
+    pruning = prune_validation_results(config.quality_dir, "events", EVENTS_TABLES, 0)
     assert not pruning.exists
     assert pruning.line() == "maintain quality results: no validation results yet, nothing to do"
     assert not config.quality_dir.exists()

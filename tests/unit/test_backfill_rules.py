@@ -150,7 +150,7 @@ def test_strip_segments_pattern_maps_an_archived_uri_to_its_landing_uri() -> Non
 
 # -- Spark transforms on tiny batch frames ------------------------------------------------------
 def events_bronze(spark: Any, moments: list[datetime], source: str) -> Any:
-    from jobs.datasets import get_dataset
+    from tests.seeds import seed
 
     rows = [
         (
@@ -161,16 +161,17 @@ def events_bronze(spark: Any, moments: list[datetime], source: str) -> Any:
             source,
             utc(2024, 2, 1),
             0,
+            None,  # _rescued_data: no undeclared fields
         )
         for i, m in enumerate(moments)
     ]
-    return spark.createDataFrame(rows, get_dataset("events").full_bronze_schema)
+    return spark.createDataFrame(rows, seed("events").full_bronze_schema)
 
 
 @pytest.mark.spark
 def test_recompute_windows_equals_expected_for_every_overlapping_window(spark: Any) -> None:
     from jobs.backfill import recompute_windows
-    from jobs.datasets import get_dataset
+    from tests.seeds import seed
 
     moments = [
         utc(2023, 12, 31, 23, 49),  # only in windows that end before the interval
@@ -186,7 +187,7 @@ def test_recompute_windows_equals_expected_for_every_overlapping_window(spark: A
     records = [r.asDict() for r in bronze.collect()]
     for record in records:
         record["event_time"] = record["event_time"].replace(tzinfo=UTC)
-    dataset = get_dataset("events")
+    dataset = seed("events")
     for aggregate in dataset.aggregates:
         got = recompute_windows(bronze, aggregate, dataset.watermark, INTERVAL)
         rows = sorted(

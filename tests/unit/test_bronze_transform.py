@@ -1,12 +1,15 @@
 """Bronze's pure transforms on tiny batch DataFrames, checked against tests/expected.py.
 
 The expected side classifies each line in pure Python (json, UTF-8 decoding) from the landing
-line contract; the lines are hand-written edge cases plus what the generator spoils.
+line contract; the lines are hand-written edge cases plus what the generator spoils. The seed
+datasets come from their YAML specs (tests/seeds.py); row rules and bronze projections are
+checked on specs changed with `dataclasses.replace`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,12 +19,16 @@ import pytest
 
 from core.config import RunoffConfig
 from core.errors import ConfigError
+from core.specs import Rule
+from delta_tables.catalog import Catalog
+from delta_tables.schemas import BRONZE_METADATA, QUARANTINE_SCHEMA
 from jobs import bronze
 from jobs.bronze import (
     ERR_EVENT_TIME,
     ERR_JSON,
     ERR_MISSING,
     ERR_NOT_OBJECT,
+    ERR_RULE,
     ERR_TYPE,
     ERR_UTF8,
     BronzeOptions,
@@ -31,8 +38,10 @@ from jobs.bronze import (
     parse_lines,
     quarantine_rows,
 )
-from jobs.datasets import get_dataset
+from jobs.dataset import Dataset, compile_dataset
+from jobs.generate import spec_for
 from tests import expected
+from tests.seeds import seed, seed_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -47,6 +56,8 @@ EVENTS_EDGE_CASES: tuple[bytes, ...] = (
     b'{"time":1704067200,"action":"Open"}',
     b'  {"time": 1704067201, "action": "Close"}  ',
     b'{"time":1704067202,"action":"Open","extra":{"action":5}}',
+    b'{"time":1704067203,"action":"Close","note":"late","n":3,"flag":true,"gone":null}',
+    b'{"time":1704067204,"action":"Open","Time":3,"tags":["a","b"]}',
     b"",
     b"   \t ",
     b"not json",
@@ -75,6 +86,8 @@ SENSORS_EDGE_CASES: tuple[bytes, ...] = (
     b'{"timestamp":"2024-01-01T00:00:02.317Z","deviceId":"d-1","deviceType":"x",'
     b'"signalStrength":"strong"}',
     b'{"timestamp":"2024-01-01T00:00:02.317Z","deviceId":12,"deviceType":"x","signalStrength":1.0}',
+    b'{"timestamp":"2024-01-01T00:00:03Z","deviceId":"d-2","deviceType":"y","signalStrength":-70,'
+    b'"firmware":"1.2","battery":87}',
 )
 
 
@@ -95,9 +108,7 @@ def raw_frame(spark: SparkSession, rows: Sequence[tuple[bytes, str, int]]) -> Da
 
 def generated_lines(dataset: str) -> list[bytes]:
     """The lines the generator writes for a small sample with malformed lines (no I/O)."""
-    spec = get_dataset(dataset).generator
-    assert spec is not None
-    planned = spec.plan(files=2, rows_per_file=40, seed=3, malformed_rate=0.25)
+    planned = spec_for(dataset).plan(files=2, rows_per_file=40, seed=3, malformed_rate=0.25)
     return [line for plan in planned for line in expected.split_lines(plan.content)]
 
 
@@ -108,8 +119,28 @@ def lines_for(dataset: str) -> list[bytes]:
 
 def parsed_rows(spark: SparkSession, dataset: str, lines: Sequence[bytes]) -> list[Any]:
     raw = raw_frame(spark, [(line, source(dataset), 0) for line in lines])
-    rows = parse_lines(raw, get_dataset(dataset)).collect()
+    rows = parse_lines(raw, seed(dataset)).collect()
     return sorted(rows, key=lambda r: r["_row_id"])
+
+
+def rescued(dataset: str, line: bytes) -> dict[str, Any] | None:
+    """The fields of a valid JSON line that the dataset's record does not declare, each as the
+    text Spark keeps for it (a string as itself, any other value as compact JSON), or None when
+    there are none. Names are case-sensitive (`Time` is not `time`)."""
+    if dataset in expected.TEXT_DATASETS:
+        return None
+    value = json.loads(line)
+    extra = {
+        name: v if v is None or isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+        for name, v in value.items()
+        if name not in expected.FIELDS[dataset]
+    }
+    return extra or None
+
+
+def rescued_of(row: dict[str, Any]) -> dict[str, Any] | None:
+    text = row["_rescued_data"]
+    return None if text is None else json.loads(text)
 
 
 def reason_matches(ours: str, theirs: str) -> bool:
@@ -170,8 +201,26 @@ def test_error_names_the_fault_and_the_columns(
 
 def test_lines_without_a_date_folder_have_no_event_time(spark: SparkSession) -> None:
     raw = raw_frame(spark, [(b"hello world", "file:/landing/lines/loose.txt", 0)])
-    (row,) = parse_lines(raw, get_dataset("lines")).collect()
+    (row,) = parse_lines(raw, seed("lines")).collect()
     assert row["_error"] == ERR_EVENT_TIME
+
+
+@pytest.mark.parametrize("dataset", ["events", "sensors", "activity", "lines"])
+def test_parse_lines_rescues_the_undeclared_fields_of_valid_records(
+    spark: SparkSession, dataset: str
+) -> None:
+    lines = lines_for(dataset)
+    rows = parsed_rows(spark, dataset, lines)
+    day = expected.folder_date(Path(source(dataset)))
+    seen = 0
+    for line, row in zip(lines, rows, strict=True):
+        if expected.classify(dataset, line, day=day).kind != "valid":
+            continue
+        want = rescued(dataset, line)
+        assert rescued_of(row) == want, (line, row["_rescued_data"])
+        seen += want is not None
+    # The hand-written lines carry undeclared fields; the generator writes none.
+    assert seen == {"events": 3, "sensors": 1}.get(dataset, 0)
 
 
 def without_ingest_columns(row: dict[str, Any]) -> dict[str, Any]:
@@ -182,15 +231,19 @@ def without_ingest_columns(row: dict[str, Any]) -> dict[str, Any]:
 def test_good_rows_are_the_valid_records_with_metadata(spark: SparkSession, dataset: str) -> None:
     lines = lines_for(dataset)
     raw = raw_frame(spark, [(line, source(dataset), 0) for line in lines])
-    ds = get_dataset(dataset)
+    ds = seed(dataset)
     rows = good_rows(parse_lines(raw, ds), ds, BATCH_ID, INGESTED_AT).collect()
 
     day = expected.folder_date(Path(source(dataset)))
+    json_dataset = dataset in expected.JSON_DATASETS
     records = []
     for line in lines:
         classified = expected.classify(dataset, line, day=day)
         if classified.record is not None:
-            records.append({**classified.record, "_source_file": source(dataset)})
+            record = {**classified.record, "_source_file": source(dataset)}
+            if json_dataset:  # rescue mode: the undeclared fields, else null
+                record["_rescued_data"] = rescued(dataset, line)
+            records.append(record)
     assert [f.name for f in ds.full_bronze_schema.fields] == list(rows[0].asDict())
     assert {r["_batch_id"] for r in rows} == {BATCH_ID}
     assert {r["_ingested_at"] for r in rows} == {INGESTED_AT.replace(tzinfo=None)}
@@ -198,8 +251,129 @@ def test_good_rows_are_the_valid_records_with_metadata(spark: SparkSession, data
     def key(row: dict[str, Any]) -> str:
         return repr(sorted(row.items()))
 
-    got = sorted((without_ingest_columns(r.asDict()) for r in rows), key=key)
+    def comparable(row: dict[str, Any]) -> dict[str, Any]:
+        row = without_ingest_columns(row)
+        if json_dataset:
+            row["_rescued_data"] = rescued_of(row)
+        return row
+
+    got = sorted((comparable(r.asDict()) for r in rows), key=key)
     assert got == sorted(expected.naive_utc(records), key=key)
+
+
+@pytest.mark.parametrize("dataset", ["events", "sensors", "activity", "lines"])
+def test_full_bronze_schema_is_the_record_then_metadata_then_rescued_data(
+    spark: SparkSession, dataset: str
+) -> None:
+    """The record's fields under their bronze names, bronze's metadata columns, and
+    `_rescued_data` for JSON datasets (rescue mode, the default); the line for text."""
+    renames = expected.BRONZE_RENAMES.get(dataset, {})
+    record = [renames.get(n, n) for n in expected.FIELDS.get(dataset, {"line": "string"})]
+    rescue = ["_rescued_data"] if dataset in expected.JSON_DATASETS else []
+    assert seed_spec(dataset).schema_evolution == "rescue"
+    names = [f.name for f in seed(dataset).full_bronze_schema.fields]
+    assert names == [*record, *BRONZE_METADATA.fieldNames(), *rescue]
+
+
+def with_spec(dataset: str, **changes: Any) -> Dataset:
+    """The seed dataset with its spec changed (rules, bronze projection, ...)."""
+    return compile_dataset(dataclasses.replace(seed_spec(dataset), **changes))
+
+
+EVENT_RULES = (
+    Rule(name="known_action", expr="action IN ('Open', 'Close')"),
+    Rule(name="after_2020", expr="time >= 1577836800"),
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        (b'{"time":1704067200,"action":"Open"}', None),
+        (b'{"time":1704067200,"action":"Shut"}', f"{ERR_RULE}: known_action"),
+        (b'{"time":1000,"action":"Open"}', f"{ERR_RULE}: after_2020"),
+        (b'{"time":1000,"action":"Shut"}', f"{ERR_RULE}: known_action, after_2020"),
+        # The record's own faults come first: rules see only well-formed records.
+        (b'{"action":"Shut"}', f"{ERR_MISSING}: time"),
+        (b'{"time":"x","action":"Shut"}', f"{ERR_TYPE}: time (bigint)"),
+        (b"   ", None),
+    ],
+)
+def test_row_rules_quarantine_the_records_that_break_them(
+    spark: SparkSession, line: bytes, error: str | None
+) -> None:
+    dataset = with_spec("events", rules=EVENT_RULES)
+    raw = raw_frame(spark, [(line, source("events"), 0)])
+    parsed = parse_lines(raw, dataset)
+    (row,) = parsed.collect()
+    assert row["_error"] == error
+    good = good_rows(parsed, dataset, BATCH_ID, INGESTED_AT).collect()
+    bad = quarantine_rows(parsed, BATCH_ID, INGESTED_AT).collect()
+    blank = not line.strip()
+    assert (len(good), len(bad)) == ((0, 0) if blank else (int(error is None), int(bool(error))))
+    if bad:
+        assert (bad[0]["_raw"], bad[0]["_error"]) == (line.decode(), error)
+
+
+def test_row_rules_see_bronze_names_and_a_null_result_breaks_them(spark: SparkSession) -> None:
+    """activity renames Index to User_ID: a rule names the bronze column. A rule that is NULL
+    (here: over an absent optional field) does not hold."""
+    dataset = with_spec(
+        "activity",
+        rules=(
+            Rule(name="user_id_known", expr="User_ID >= 0"),
+            Rule(name="arrived", expr="Arrival_Time > 0"),
+        ),
+    )
+    base = {
+        "Creation_Time": 1424686735090000000,
+        "Device": "nexus4_1",
+        "Model": "nexus4",
+        "User": "a",
+        "gt": "stand",
+        "x": 0.1,
+        "y": 0.2,
+        "z": 0.3,
+    }
+    cases = [
+        ({**base, "Index": 5, "Arrival_Time": 1424686735175}, None),
+        ({**base, "Index": -1, "Arrival_Time": 1424686735175}, f"{ERR_RULE}: user_id_known"),
+        ({**base, "Arrival_Time": 1424686735175}, f"{ERR_RULE}: user_id_known"),
+        ({**base, "Index": 5}, f"{ERR_RULE}: arrived"),
+        (base, f"{ERR_RULE}: user_id_known, arrived"),
+    ]
+    lines = [json.dumps(record).encode() for record, _ in cases]
+    rows = parsed_rows_of(spark, dataset, "activity", lines)
+    assert [row["_error"] for row in rows] == [error for _, error in cases]
+    # The rename is bronze's alone: the parsed record keeps the landing name, bronze the new.
+    assert "Index" in rows[0].asDict() and "User_ID" not in rows[0].asDict()
+    raw = raw_frame(spark, [(line, source("activity"), 0) for line in lines])
+    (good,) = good_rows(parse_lines(raw, dataset), dataset, BATCH_ID, INGESTED_AT).collect()
+    assert (good["User_ID"], good["Arrival_Time"]) == (5, 1424686735175)
+
+
+def parsed_rows_of(
+    spark: SparkSession, dataset: Dataset, name: str, lines: Sequence[bytes]
+) -> list[Any]:
+    raw = raw_frame(spark, [(line, source(name), 0) for line in lines])
+    return sorted(parse_lines(raw, dataset).collect(), key=lambda r: r["_row_id"])
+
+
+def test_bronze_select_projects_the_record(spark: SparkSession) -> None:
+    """`bronze.select` replaces the record's columns in bronze with the select list."""
+    dataset = with_spec(
+        "events", select=("time", "lower(action) AS action_lower", "time * 1000 AS time_ms")
+    )
+    lines = [b'{"time":1704067200,"action":"Open"}', b'{"time":1704067260,"action":"Close"}']
+    raw = raw_frame(spark, [(line, source("events"), 0) for line in lines])
+    rows = good_rows(parse_lines(raw, dataset), dataset, BATCH_ID, INGESTED_AT).collect()
+    names = ["time", "action_lower", "time_ms", *BRONZE_METADATA.fieldNames(), "_rescued_data"]
+    assert [f.name for f in dataset.full_bronze_schema.fields] == names
+    assert [list(r.asDict()) for r in rows] == [names, names]
+    assert sorted((r["time"], r["action_lower"], r["time_ms"], r["event_time"]) for r in rows) == [
+        (1704067200, "open", 1704067200000, datetime(2024, 1, 1, 0, 0)),
+        (1704067260, "close", 1704067260000, datetime(2024, 1, 1, 0, 1)),
+    ]
 
 
 def test_quarantine_rows_number_every_line_of_each_file(spark: SparkSession) -> None:
@@ -217,7 +391,7 @@ def test_quarantine_rows_number_every_line_of_each_file(spark: SparkSession) -> 
         (first[2], source("events", "a"), 0),
         (first[3], source("events", "a"), 0),
     ]
-    parsed = parse_lines(raw_frame(spark, rows), get_dataset("events"))
+    parsed = parse_lines(raw_frame(spark, rows), seed("events"))
     got = sorted(
         (r["_source_file"], r["_line_number"], r["_raw"], r["_error"] is not None)
         for r in quarantine_rows(parsed, BATCH_ID, INGESTED_AT).collect()
@@ -232,9 +406,9 @@ def test_quarantine_rows_number_every_line_of_each_file(spark: SparkSession) -> 
 
 
 def test_quarantine_rows_carry_the_batch_and_ingest_date(spark: SparkSession) -> None:
-    parsed = parse_lines(raw_frame(spark, [(b"oops", source("events"), 0)]), get_dataset("events"))
+    parsed = parse_lines(raw_frame(spark, [(b"oops", source("events"), 0)]), seed("events"))
     (row,) = quarantine_rows(parsed, BATCH_ID, INGESTED_AT).collect()
-    assert list(row.asDict()) == [f.name for f in bronze.QUARANTINE_SCHEMA.fields]
+    assert list(row.asDict()) == [f.name for f in QUARANTINE_SCHEMA.fields]
     assert (row["_batch_id"], row["_ingested_at"], row["ingest_date"]) == (
         BATCH_ID,
         INGESTED_AT.replace(tzinfo=None),
@@ -242,36 +416,23 @@ def test_quarantine_rows_carry_the_batch_and_ingest_date(spark: SparkSession) ->
     )
 
 
-@pytest.mark.parametrize("dataset", ["events", "lines"])
+@pytest.mark.parametrize("dataset", ["events", "sensors", "lines"])
 def test_count_lines_counts_non_blank_valid_and_malformed(
     spark: SparkSession, dataset: str
 ) -> None:
     lines = lines_for(dataset)
     raw = raw_frame(spark, [(line, source(dataset), 0) for line in lines])
-    counts = count_lines(parse_lines(raw, get_dataset(dataset)))
+    counts = count_lines(parse_lines(raw, seed(dataset)))
     day = expected.folder_date(Path(source(dataset)))
-    kinds = [expected.classify(dataset, line, day=day).kind for line in lines]
-    assert (counts.rows_in, counts.good, counts.bad) == (
+    classified = [expected.classify(dataset, line, day=day) for line in lines]
+    kinds = [c.kind for c in classified]
+    with_extra = sum(c.kind == "valid" and rescued(dataset, c.raw) is not None for c in classified)
+    assert (counts.rows_in, counts.good, counts.bad, counts.rescued) == (
         len(kinds) - kinds.count("blank"),
         kinds.count("valid"),
         kinds.count("malformed"),
+        with_extra,
     )
-
-
-def test_to_bronze_that_computes_values_is_refused(spark: SparkSession) -> None:
-    from pyspark.sql import functions as F
-
-    events = get_dataset("events")
-    computing = dataclasses.replace(
-        events, to_bronze=lambda df: df.select((F.col("time.v") + 1).alias("time"), "action")
-    )
-    parsed = parse_lines(
-        raw_frame(spark, [(b'{"time":1,"action":"Open"}', source("events"), 0)]), events
-    )
-    with pytest.raises(
-        ConfigError, match=r"to_bronze of dataset 'events' must only select or rename"
-    ):
-        good_rows(parsed, computing, BATCH_ID, INGESTED_AT)
 
 
 @pytest.mark.parametrize(
@@ -289,7 +450,8 @@ def test_bronze_options_name_the_bad_value(options: dict[str, Any], message: str
 
 def test_archive_is_under_the_home_and_outside_the_landing_folder(config: RunoffConfig) -> None:
     archived = archive_dir(config, "events")
-    landing = config.landing_dir("events")
+    landing = Catalog.load(config).landing_dir("events")
+    assert landing == config.home / seed_spec("events").source_path
     assert archived.is_relative_to(config.home)
     assert not archived.is_relative_to(landing)
     assert str(archived).endswith(str(landing))

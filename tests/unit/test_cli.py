@@ -1,7 +1,8 @@
 """The `runoff` command line: exit codes and one clear line on stderr for every failure.
 
 Driven through `jobs.cli.main([...])` with `--home <tmp>`; the `generate` command stands in for
-the rest (no Spark).
+the rest (no Spark), and `status` (Spark-free) shows which datasets the catalog found
+(`--datasets DIR`, `RUNOFF_DATASETS`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from typing import Any
 
 import pytest
 
+from core import console as console_module
 from core.config import RunoffConfig
 from core.errors import ConfigError, LockHeldError, RunoffError
 from jobs import cli, interrupts
-from jobs import console as console_module
 from jobs.cli import main
 from tests import expected
+
+UNKNOWN_DATASET = (
+    "runoff: error: unknown dataset 'nosuch': choose one of activity, events, lines, sensors"
+)
 
 
 class CurrentStdout:
@@ -52,11 +57,14 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_help_lists_generate(capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_lists_generate_and_check(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "--help")
     assert (code, err) == (0, "")
     assert "generate" in out
     assert "write sample landing files for a dataset" in out
+    assert "check" in out
+    assert "dry run: check every dataset spec" in out
+    assert "--datasets DIR" in out
 
 
 def test_generate_prints_one_summary_line(
@@ -115,10 +123,17 @@ def test_generate_uses_runoff_home_from_the_environment(
 
 
 USAGE_ERRORS = [
+    # Datasets are the catalog's (not argparse choices): refused before the command runs.
+    (["generate", "nosuch"], UNKNOWN_DATASET),
+    (["generate", "nosuch", "--files", "2"], UNKNOWN_DATASET),
+    (["bronze", "nosuch"], UNKNOWN_DATASET),
+    (["silver", "nosuch"], UNKNOWN_DATASET),
+    (["reset", "nosuch", "--layer", "all", "--yes"], UNKNOWN_DATASET),
+    (["status", "nosuch"], UNKNOWN_DATASET),
+    (["backfill", "nosuch", "--start", "2024-01-01", "--end", "2024-01-02"], UNKNOWN_DATASET),
     (
-        ["generate", "nosuch"],
-        "runoff generate: error: argument dataset: invalid choice: 'nosuch' "
-        "(choose from 'events', 'sensors', 'activity', 'lines')",
+        ["generate", "nosuch", "--files", "0"],
+        "runoff generate: error: argument --files: '0' must be at least 1",
     ),
     (
         ["generate", "events", "--start", "notadate"],
@@ -148,6 +163,10 @@ USAGE_ERRORS = [
     (["generate"], "runoff generate: error: the following arguments are required: dataset"),
     ([], "runoff: error: the following arguments are required: command"),
     (["nosuch"], "runoff: error: argument command: invalid choice: 'nosuch'"),
+    (
+        ["generate", "events", "--datasets"],
+        "runoff generate: error: argument --datasets: expected one argument",
+    ),
 ]
 
 
@@ -160,6 +179,8 @@ def test_usage_errors_are_one_line(
     assert out == ""
     assert err.endswith("\n") and err.count("\n") == 1
     assert err.startswith(message)
+    if message == UNKNOWN_DATASET:
+        assert err == message + "\n"
     assert list(home.iterdir()) == []  # nothing written
 
 
@@ -314,3 +335,171 @@ def test_verbose_adds_the_traceback(
     assert code == 1
     assert err.startswith("Traceback (most recent call last):")
     assert err.endswith("core.errors.RunoffError: bad\nrunoff: error: bad\n")
+
+
+def test_verbose_after_the_command_adds_the_traceback(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli, "handler_for", lambda command: fake_command(RunoffError("bad")))
+    code, _, err = run(capsys, "generate", "events", "--home", str(home), "--verbose")
+    assert code == 1
+    assert err.startswith("Traceback (most recent call last):")
+    assert err.endswith("core.errors.RunoffError: bad\nrunoff: error: bad\n")
+
+
+def test_home_after_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stdout_console: None
+) -> None:
+    home = tmp_path / "after"
+    code, _, err = run(capsys, "generate", "lines", "--files", "1", "--home", str(home))
+    assert (code, err) == (0, "")
+    assert len(expected.landing_files(home / "landing" / "lines")) == 1
+
+
+# -- declared datasets: --datasets DIR and RUNOFF_DATASETS ------------------------------------
+MINE_SPEC = """\
+name: mine
+source: {format: json, path: inbox/mine}
+schema: "id BIGINT, ts TIMESTAMP"
+event_time: "ts"
+required: [id, ts]
+silver:
+  - table: mine_per_minute
+    window: "1 minute"
+    keys: [id]
+    measures: {n: "count(*)"}
+"""
+
+
+def spec_folder(path: Path, **files: str) -> Path:
+    path.mkdir()
+    for name, text in files.items():
+        (path / f"{name}.yaml").write_text(text)
+    return path
+
+
+def status_of(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run(capsys, *argv)
+    assert (code, err) == (0, ""), err
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+MINE_TABLES = [
+    ("bronze_mine", "bronze"),
+    ("quarantine_mine", "quarantine"),
+    ("mine_per_minute", "silver"),
+]
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_datasets_folder_adds_its_datasets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    folder = spec_folder(tmp_path / "specs", mine=MINE_SPEC)
+    home = tmp_path / "home"
+    option = ["--datasets", str(folder)]
+    argv = (
+        [*option, "--home", str(home), "status", "mine", "--json"]
+        if where == "before"
+        else ["status", "mine", "--json", "--home", str(home), *option]
+    )
+    doc = status_of(capsys, *argv)
+    assert doc["dataset"] == "mine"
+    assert [(t["table"], t["layer"]) for t in doc["tables"]] == MINE_TABLES
+    assert [t["version"] for t in doc["tables"]] == [None] * 3
+    assert doc["landing"]["path"] == str(home / "inbox" / "mine")  # the spec's source.path
+    assert not home.exists()  # status only reads
+    # The seed datasets stay: the unknown-dataset message lists both.
+    code, out, err = run(capsys, *option, "--home", str(home), "status", "nosuch")
+    assert (code, out) == (2, "")
+    assert err == (
+        "runoff: error: unknown dataset 'nosuch': choose one of activity, events, lines, mine, "
+        "sensors\n"
+    )
+
+
+def test_datasets_from_the_environment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = MINE_SPEC.replace("name: mine", "name: other").replace("mine_per", "other_per")
+    first = spec_folder(tmp_path / "a", mine=MINE_SPEC)
+    second = spec_folder(tmp_path / "b", other=other)
+    home = str(tmp_path / "home")
+    # Without them, `mine` is unknown.
+    code, _, err = run(capsys, "--home", home, "status", "mine")
+    assert code == 2
+    assert err.startswith("runoff: error: unknown dataset 'mine': choose one of activity, ")
+    monkeypatch.setenv("RUNOFF_DATASETS", f"{first}:{second}")
+    assert status_of(capsys, "--home", home, "status", "mine", "--json")["dataset"] == "mine"
+    assert status_of(capsys, "--home", home, "status", "other", "--json")["dataset"] == "other"
+
+
+def test_datasets_is_repeatable_before_and_after_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = MINE_SPEC.replace("name: mine", "name: other").replace("mine_per", "other_per")
+    first = spec_folder(tmp_path / "a", mine=MINE_SPEC)
+    second = spec_folder(tmp_path / "b", other=other)
+    home = str(tmp_path / "home")
+    for argv in (
+        ["--datasets", str(first), "--datasets", str(second), "status"],
+        ["status", "--datasets", str(first), "--datasets", str(second)],
+        ["--datasets", str(first), "status", "--datasets", str(second)],
+    ):
+        for name in ("mine", "other"):
+            doc = status_of(capsys, "--home", home, *argv, name, "--json")
+            assert doc["dataset"] == name, argv
+
+
+def test_datasets_folder_that_is_not_a_directory_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere"
+    code, out, err = run(
+        capsys, "--home", str(tmp_path / "h"), "--datasets", str(missing), "status", "events"
+    )
+    assert (code, out) == (2, "")
+    assert err == f"runoff: error: datasets folder {str(missing)!r} is not a directory\n"
+
+
+def test_a_refused_spec_is_named_and_hides_no_other_dataset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = MINE_SPEC.replace("name: mine", "name: other")  # file broken.yaml
+    # A second `events` is refused: the seed dataset stays what it was.
+    events_again = MINE_SPEC.replace("name: mine", "name: events").replace("mine_per", "events_per")
+    folder = spec_folder(tmp_path / "specs", mine=MINE_SPEC, broken=broken, events=events_again)
+    home = str(tmp_path / "home")
+    code, out, err = run(capsys, "--home", home, "--datasets", str(folder), "status", "broken")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"runoff: error: {folder / 'broken.yaml'}: name: 'other' differs from the file name "
+        "'broken'\n"
+    )
+    doc = status_of(capsys, "--home", home, "--datasets", str(folder), "status", "mine", "--json")
+    assert [(t["table"], t["layer"]) for t in doc["tables"]] == MINE_TABLES
+    events = status_of(
+        capsys, "--home", home, "--datasets", str(folder), "status", "events", "--json"
+    )
+    assert [t["table"] for t in events["tables"]] == [
+        "bronze_events",
+        "quarantine_events",
+        "events_action_hourly",
+        "events_action_sliding",
+    ]
+    assert events["landing"]["path"] == str(tmp_path / "home" / "landing" / "events")
+
+
+def test_generate_refuses_a_dataset_without_a_generator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = spec_folder(tmp_path / "specs", mine=MINE_SPEC)
+    home = tmp_path / "home"
+    code, out, err = run(capsys, "--home", str(home), "--datasets", str(folder), "generate", "mine")
+    assert (code, out) == (2, "")
+    assert err == (
+        "runoff: error: dataset 'mine' has no sample-data generator (generators exist for: "
+        "activity, events, lines, sensors)\n"
+    )
+    assert expected.landing_files(home) == []
