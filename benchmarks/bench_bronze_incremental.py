@@ -50,7 +50,7 @@ def main() -> dict[str, Any]:
     from core.config import RunoffConfig
     from delta_tables.writes import table_version
     from jobs.bronze import BronzeOptions, run
-    from jobs.generate import generate_dataset
+    from jobs.samples import generate_dataset
     from jobs.spark import get_spark
 
     load_before = load_average()

@@ -171,7 +171,7 @@ def parse_lines(raw: DataFrame, dataset: Dataset) -> DataFrame:
 def ansi_off(spark: SparkSession) -> Iterator[None]:
     """`spark.sql.ansi.enabled=false` while DataFrames are built (Spark analyzes them at once
     and fixes each expression's error mode then); the previous value afterwards."""
-    previous = spark.conf.get("spark.sql.ansi.enabled")
+    previous = spark.conf.get("spark.sql.ansi.enabled") or "true"
     spark.conf.set("spark.sql.ansi.enabled", "false")
     try:
         yield

@@ -206,9 +206,9 @@ def _resolve_silver(
                 lambda: bronze.select(*carried, *[F.expr(e) for e in s.select]),
             )
         if rows is not None and s.where:
-            where = rows
+            where, condition = rows, s.where
             rows = check.attempt(
-                f"{key}.where", where.columns, lambda: where.where(F.expr(s.where))
+                f"{key}.where", where.columns, lambda: where.where(F.expr(condition))
             )
         if rows is None:
             return None

@@ -167,7 +167,7 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] 
         "dry run: check every dataset spec (SQL resolved by Spark, no data read), print the plan",
         _no_args,
     ),
-    "generate": ("jobs.generate", "write sample landing files for a dataset", _generate_args),
+    "generate": ("jobs.samples", "write sample landing files for a dataset", _generate_args),
     "bronze": (
         "jobs.bronze",
         "ingest new landing files into bronze (and quarantine)",

@@ -96,7 +96,7 @@ def generate_if_new(
     Returns (files already there, files generated, records generated).
     """
     from jobs.bronze import landing_dirs
-    from jobs.generate import generate_dataset, summary_line
+    from jobs.samples import generate_dataset, summary_line
 
     landing, archive = landing_dirs(config, dataset)
     existing = count_files(landing, archive)

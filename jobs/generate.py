@@ -1,4 +1,4 @@
-"""Sample landing data: deterministic generators for every dataset and `runoff generate`.
+"""Sample landing data: the machinery of the seed datasets' deterministic generators.
 
 Input: a dataset name and options. Output: landing files, written atomically, under
 `<landing dir>/date=YYYY-MM-DD/part-<first event time>-<seq>-s<seed>-<hash>.json` (`.txt` for
@@ -10,9 +10,9 @@ Calling it:
     runoff generate <dataset> [--files N] [--rows-per-file N] [--start ISO8601] [--seed N]
                               [--malformed-rate F] [--late-rate F]
 
-    generate("events", landing_dir, files=None, rows_per_file=None, start=None,
-             seed=0, malformed_rate=0.0, late_rate=0.0)
-    generate_dataset(config, "events", ...)       # into the dataset's landing folder
+    jobs.samples.generate("events", landing_dir, files=None, rows_per_file=None, start=None,
+                          seed=0, malformed_rate=0.0, late_rate=0.0)
+    jobs.samples.generate_dataset(config, "events", ...)   # into the dataset's landing folder
 
 `landing_dir` is the dataset's own landing directory (`config.landing_dir(dataset)`); `start` is
 a datetime (naive means UTC) or an ISO-8601 string; None takes the dataset's defaults
@@ -56,7 +56,6 @@ Event time and files (what bronze, silver and backfill may rely on):
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -72,7 +71,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from core.errors import ConfigError, RunoffError
 
 if TYPE_CHECKING:
-    from core.config import RunoffConfig
+    pass
 
 DEFAULT_START = datetime(2024, 1, 1, tzinfo=UTC)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -470,64 +469,6 @@ def _place(target: Path, content: bytes, last_mtime_ms: int) -> int:
     return mtime_ms
 
 
-# -- entry points ---------------------------------------------------------------------------
-def spec_for(dataset: str) -> GeneratorSpec:
-    """The sample-data generator of a seed dataset (declared datasets bring their own data)."""
-    from jobs.samples import GENERATORS
-
-    try:
-        return GENERATORS[dataset]
-    except KeyError:
-        raise ConfigError(
-            f"dataset {dataset!r} has no sample-data generator (generators exist for: "
-            f"{', '.join(sorted(GENERATORS))})"
-        ) from None
-
-
-def generate(
-    dataset: str, landing_dir: str | os.PathLike[str], **options: Any
-) -> list[GeneratedFile]:
-    """`GeneratorSpec.generate` for the dataset called `dataset`."""
-    return spec_for(dataset).generate(landing_dir, **options)
-
-
-def generate_dataset(config: RunoffConfig, dataset: str, **options: Any) -> list[GeneratedFile]:
-    """Generate into the dataset's landing folder (its spec's `source.path`)."""
-    from delta_tables.catalog import Catalog
-
-    return generate(dataset, Catalog.load(config).landing_dir(dataset), **options)
-
-
-def summary_line(dataset: str, written: Sequence[GeneratedFile], landing_dir: Path) -> str:
-    records = sum(f.records for f in written)
-    malformed = sum(f.malformed for f in written)
-    late = sum(f.late for f in written)
-    return (
-        f"generated {len(written)} {dataset} files: {records} records, "
-        f"{malformed} malformed lines, {late} late records in {landing_dir}"
-    )
-
-
-def cmd_generate(config: RunoffConfig, args: argparse.Namespace) -> int:
-    """`runoff generate <dataset> ...`: write sample landing files, print one summary line."""
-    from core.console import say
-    from delta_tables.catalog import Catalog
-
-    landing = Catalog.load(config).landing_dir(args.dataset)
-    written = generate(
-        args.dataset,
-        landing,
-        files=args.files,
-        rows_per_file=args.rows_per_file,
-        start=args.start,
-        seed=args.seed,
-        malformed_rate=args.malformed_rate,
-        late_rate=args.late_rate,
-    )
-    say(summary_line(args.dataset, written, landing))
-    return 0
-
-
 __all__ = [
     "DEFAULT_START",
     "GeneratedFile",
@@ -535,12 +476,9 @@ __all__ = [
     "PlannedFile",
     "Record",
     "chunk_by_day",
-    "cmd_generate",
     "deliver_late",
     "epoch_us",
     "from_epoch_us",
-    "generate",
-    "generate_dataset",
     "iso_ms",
     "next_midnight",
     "parse_start",

@@ -230,14 +230,16 @@ def test_series_by_key_sums_per_time_and_key() -> None:
         {"window_start": START, "action": "Open", "count": 3},
         {"window_start": START, "action": "Open", "count": 2},
         {"window_start": START + timedelta(hours=1), "action": "Close", "count": 4},
+        {"window_start": START + timedelta(hours=2), "action": "Open", "count": None},
     ]
     pivot = series_by_key(pd.DataFrame(rows), "window_start", "action", "count")
 
     assert list(pivot.columns) == ["Close", "Open"]
-    # A key without a row at some time is a gap in its line, not a zero.
-    assert pivot.isna().to_dict("list") == {"Close": [True, False], "Open": [False, True]}
-    assert pivot.fillna(-1).to_dict("list") == {"Close": [-1, 4], "Open": [5, -1]}
-    assert [t.hour for t in pivot.index] == [0, 1]
+    # A key without a row, or with a null value, at some time is a gap in its line, not a zero.
+    gaps = {"Close": [True, False, True], "Open": [False, True, True]}
+    assert pivot.isna().to_dict("list") == gaps
+    assert pivot.fillna(-1).to_dict("list") == {"Close": [-1, 4, -1], "Open": [5, -1, -1]}
+    assert [t.hour for t in pivot.index] == [0, 1, 2]
 
 
 def test_key_labels_name_every_key() -> None:
@@ -332,7 +334,8 @@ def test_report_reads_the_home(config: RunoffConfig) -> None:
     assert list(data.runs["rows"]) == [r.rows for r in home.runs]
     assert list(data.runs["run"]) == list(range(1, len(home.runs) + 1))
     # Only the columns the charts need (the table also has window_end).
-    assert list(data.silver["events_action_hourly"].columns) == ["window_start", "action", "count"]
+    hourly = data.silver["events_action_hourly"]
+    assert hourly is not None and list(hourly.columns) == ["window_start", "action", "count"]
     assert data.silver["events_action_sliding"] is None
 
 
@@ -427,13 +430,14 @@ def test_many_key_combinations_draw_the_largest_eight(config: RunoffConfig) -> N
 def test_running_totals_draw_the_top_twenty(config: RunoffConfig) -> None:
     rng = random.Random(7)
     words = {"".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 5))) for _ in range(40)}
-    rows = [{"word": w, "count": rng.randint(1, 50)} for w in sorted(words)]
+    counts = {word: rng.randint(1, 50) for word in sorted(words)}
+    rows = [{"word": word, "count": n} for word, n in counts.items()]
     write_deltalake(str(config.silver_path("lines_word_counts")), pa.Table.from_pylist(rows))
 
     (chart,) = silver_charts(load_report_data(config, "lines"))
 
-    top = sorted(((f"word={r['word']}", r["count"]) for r in rows), key=lambda r: (-r[1], r[0]))
-    top = top[:20]
+    ranked = sorted(((f"word={w}", n) for w, n in counts.items()), key=lambda r: (-r[1], r[0]))
+    top = ranked[:20]
     shown = texts(chart.svg or "")
     assert shown[-1] == chart.title == "lines_word_counts: count by word (top 20)"
     assert shown[-41:-21] == [label for label, _ in reversed(top)]  # the y axis, bottom up

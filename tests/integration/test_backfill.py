@@ -32,7 +32,7 @@ from delta_tables.ops import read_runs
 from jobs.backfill import Interval
 from jobs.bronze import archive_dir
 from jobs.cli import main
-from jobs.generate import generate_dataset
+from jobs.samples import generate_dataset
 from jobs.status import uri_to_path
 from tests import expected
 

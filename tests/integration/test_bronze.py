@@ -28,7 +28,7 @@ from delta_tables.arrow import read_arrow
 from delta_tables.ops import read_runs
 from jobs import cli
 from jobs.bronze import BronzeOptions, archive_dir, landing_dirs, run
-from jobs.generate import generate_dataset
+from jobs.samples import generate_dataset
 from tests import expected
 from tests.conftest import REPO_ROOT
 

@@ -33,7 +33,7 @@ from core.ledger import RunRecord
 from core.locking import checkpoint_lock
 from delta_tables.arrow import read_arrow
 from delta_tables.ops import read_runs
-from jobs.generate import generate
+from jobs.samples import generate
 from jobs.silver import SilverOptions, run_silver
 from tests import expected
 from tests.conftest import REPO_ROOT

@@ -123,24 +123,11 @@ def parsed_rows(spark: SparkSession, dataset: str, lines: Sequence[bytes]) -> li
     return sorted(rows, key=lambda r: r["_row_id"])
 
 
-def rescued(dataset: str, line: bytes) -> dict[str, Any] | None:
-    """The fields of a valid JSON line that the dataset's record does not declare, each as the
-    text Spark keeps for it (a string as itself, any other value as compact JSON), or None when
-    there are none. Names are case-sensitive (`Time` is not `time`)."""
-    if dataset in expected.TEXT_DATASETS:
-        return None
-    value = json.loads(line)
-    extra = {
-        name: v if v is None or isinstance(v, str) else json.dumps(v, separators=(",", ":"))
-        for name, v in value.items()
-        if name not in expected.FIELDS[dataset]
-    }
-    return extra or None
-
-
-def rescued_of(row: dict[str, Any]) -> dict[str, Any] | None:
-    text = row["_rescued_data"]
-    return None if text is None else json.loads(text)
+def rescued(line: expected.Line) -> str | None:
+    """`_rescued_data` of a valid line as tests/expected.py computes it (text datasets: none)."""
+    assert line.record is not None
+    value: str | None = line.record.get("_rescued_data")
+    return value
 
 
 def reason_matches(ours: str, theirs: str) -> bool:
@@ -214,10 +201,11 @@ def test_parse_lines_rescues_the_undeclared_fields_of_valid_records(
     day = expected.folder_date(Path(source(dataset)))
     seen = 0
     for line, row in zip(lines, rows, strict=True):
-        if expected.classify(dataset, line, day=day).kind != "valid":
+        classified = expected.classify(dataset, line, day=day)
+        if classified.kind != "valid":
             continue
-        want = rescued(dataset, line)
-        assert rescued_of(row) == want, (line, row["_rescued_data"])
+        want = rescued(classified)
+        assert row["_rescued_data"] == want, line
         seen += want is not None
     # The hand-written lines carry undeclared fields; the generator writes none.
     assert seen == {"events": 3, "sensors": 1}.get(dataset, 0)
@@ -235,15 +223,11 @@ def test_good_rows_are_the_valid_records_with_metadata(spark: SparkSession, data
     rows = good_rows(parse_lines(raw, ds), ds, BATCH_ID, INGESTED_AT).collect()
 
     day = expected.folder_date(Path(source(dataset)))
-    json_dataset = dataset in expected.JSON_DATASETS
     records = []
     for line in lines:
         classified = expected.classify(dataset, line, day=day)
         if classified.record is not None:
-            record = {**classified.record, "_source_file": source(dataset)}
-            if json_dataset:  # rescue mode: the undeclared fields, else null
-                record["_rescued_data"] = rescued(dataset, line)
-            records.append(record)
+            records.append({**classified.record, "_source_file": source(dataset)})
     assert [f.name for f in ds.full_bronze_schema.fields] == list(rows[0].asDict())
     assert {r["_batch_id"] for r in rows} == {BATCH_ID}
     assert {r["_ingested_at"] for r in rows} == {INGESTED_AT.replace(tzinfo=None)}
@@ -251,13 +235,7 @@ def test_good_rows_are_the_valid_records_with_metadata(spark: SparkSession, data
     def key(row: dict[str, Any]) -> str:
         return repr(sorted(row.items()))
 
-    def comparable(row: dict[str, Any]) -> dict[str, Any]:
-        row = without_ingest_columns(row)
-        if json_dataset:
-            row["_rescued_data"] = rescued_of(row)
-        return row
-
-    got = sorted((comparable(r.asDict()) for r in rows), key=key)
+    got = sorted((without_ingest_columns(r.asDict()) for r in rows), key=key)
     assert got == sorted(expected.naive_utc(records), key=key)
 
 
@@ -426,7 +404,7 @@ def test_count_lines_counts_non_blank_valid_and_malformed(
     day = expected.folder_date(Path(source(dataset)))
     classified = [expected.classify(dataset, line, day=day) for line in lines]
     kinds = [c.kind for c in classified]
-    with_extra = sum(c.kind == "valid" and rescued(dataset, c.raw) is not None for c in classified)
+    with_extra = sum(c.kind == "valid" and rescued(c) is not None for c in classified)
     assert (counts.rows_in, counts.good, counts.bad, counts.rescued) == (
         len(kinds) - kinds.count("blank"),
         kinds.count("valid"),

@@ -1,7 +1,9 @@
 """Sample-data generators and `runoff generate`, checked against tests/expected.py.
 
 Every count is recomputed from the landing bytes by tests/expected.py (which shares no code with
-the generators); no Spark.
+the generators); no Spark. The generators (jobs/samples) write what the seed specs
+(jobs/datasets/*.yaml) declare: tests/expected.py's restatement of the specs is checked here
+where it needs no Spark (the record types in tests/unit/test_bronze_transform.py).
 """
 
 from __future__ import annotations
@@ -21,33 +23,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql.types import DataType, DoubleType, LongType, StringType, TimestampType
 
+from core import console as console_module
 from core.config import RunoffConfig
 from core.errors import ConfigError, RunoffError
-from jobs import console as console_module
+from core.specs import interval_seconds
+from delta_tables.catalog import Catalog
 from jobs.cli import main
-from jobs.datasets import DATASETS, get_dataset
-from jobs.datasets.activity import GT_LABELS, PHONES
-from jobs.datasets.sensors import LOST_SIGNAL_THRESHOLD, SIGNAL_RANGES
 from jobs.generate import (
     GeneratedFile,
     GeneratorSpec,
     PlannedFile,
     generate,
     generate_dataset,
+    spec_for,
     write_files,
 )
+from jobs.samples import GENERATORS
+from jobs.samples.activity import GT_LABELS, PHONES
+from jobs.samples.sensors import SIGNAL_RANGES
 from tests import expected
+from tests.seeds import SEED_NAMES, seed, seed_spec
 
 JSON_DATASETS = ("events", "sensors", "activity")
 ALL_DATASETS = (*JSON_DATASETS, "lines")
-SPARK_TYPES: dict[DataType, str] = {
-    LongType(): "long",
-    DoubleType(): "double",
-    StringType(): "string",
-    TimestampType(): "timestamp",
-}
 MAX_LATENESS = {
     "events": timedelta(minutes=30),
     "sensors": timedelta(minutes=4),
@@ -56,9 +55,7 @@ MAX_LATENESS = {
 
 
 def spec(dataset: str) -> GeneratorSpec:
-    generator = get_dataset(dataset).generator
-    assert generator is not None
-    return generator
+    return spec_for(dataset)
 
 
 def late_rate_for(dataset: str, rate: float) -> float:
@@ -224,16 +221,20 @@ def test_generate_writes_exactly_the_planned_files(tmp_path: Path) -> None:
 
 def test_every_entry_point_writes_the_same_files(tmp_path: Path, config: RunoffConfig) -> None:
     options: dict[str, Any] = {"files": 2, "rows_per_file": 40, "seed": 3}
-    by_dataset = get_dataset("activity").generate(landing_dir=tmp_path / "a", **options)
+    by_generator = GENERATORS["activity"].generate(landing_dir=tmp_path / "a", **options)
     by_name = generate("activity", tmp_path / "b", **options)
     by_config = generate_dataset(config, "activity", **options)
 
     def contents(written: list[GeneratedFile], root: Path) -> list[tuple[Path, bytes]]:
         return [(w.path.relative_to(root), w.path.read_bytes()) for w in written]
 
-    reference = contents(by_dataset, tmp_path / "a")
+    reference = contents(by_generator, tmp_path / "a")
+    assert len(reference) == 2
     assert contents(by_name, tmp_path / "b") == reference
-    assert contents(by_config, config.landing_dir("activity")) == reference
+    # into the spec's source.path, below the home
+    landing = Catalog.load(config).landing_dir("activity")
+    assert landing == config.home / "landing" / "activity"
+    assert contents(by_config, landing) == reference
 
 
 def test_dataset_defaults() -> None:
@@ -291,18 +292,44 @@ def test_malformed_lines_are_never_line_breaks_or_carriage_returns() -> None:
 
 
 # -- schemas -------------------------------------------------------------------------------
+@pytest.mark.parametrize("dataset", ALL_DATASETS)
+def test_expected_restates_the_seed_specs(dataset: str) -> None:
+    """tests/expected.py restates what the specs declare (the record's types are compared on
+    Spark's parse of the schema in tests/unit/test_bronze_transform.py)."""
+    declared = seed_spec(dataset)
+    assert declared.name == dataset
+    assert declared.source_format == ("text" if dataset in expected.TEXT_DATASETS else "json")
+    assert declared.source_path == f"landing/{dataset}"
+    assert expected.REQUIRED[dataset] == declared.required
+    assert expected.BRONZE_RENAMES.get(dataset, {}) == dict(declared.rename)
+    assert declared.select == ()  # bronze keeps every record column (renamed)
+    assert expected.SILVER_TABLES[dataset] == declared.silver_tables
+    if dataset in expected.WATERMARK:
+        watermark = expected.WATERMARK[dataset].total_seconds()
+        assert interval_seconds(declared.watermark) == watermark
+    if dataset in expected.JSON_DATASETS:
+        # the schema's columns, in order (their types: test_bronze_transform.py)
+        names = [column.split()[0] for column in declared.schema.split(",")]
+        assert names == list(expected.FIELDS[dataset])
+        assert expected.EVENT_TIME_FIELD[dataset] in declared.event_time
+        assert expected.EVENT_TIME_FIELD[dataset] in declared.required
+
+
+def test_lost_signal_alert_is_declared_with_the_expected_threshold() -> None:
+    lost = seed_spec("sensors").silver_spec("sensors_lost_signal")
+    assert lost.having == f"count < {expected.LOST_SIGNAL_THRESHOLD}"
+    assert (lost.window, lost.keys, lost.output) == (
+        "1 minute",
+        ("deviceId", "deviceType"),
+        "append",
+    )
+
+
 @pytest.mark.parametrize("dataset", JSON_DATASETS)
 def test_valid_records_match_the_record_schema(tmp_path: Path, dataset: str) -> None:
-    definition = get_dataset(dataset)
-    assert definition.record_schema is not None
-    schema_types = {f.name: SPARK_TYPES[f.dataType] for f in definition.record_schema.fields}
-    # tests/expected.py restates the schema: it must agree with the dataset module
-    assert expected.FIELDS[dataset] == schema_types
-    assert list(expected.FIELDS[dataset]) == definition.record_schema.fieldNames()
-    assert expected.REQUIRED[dataset] == definition.required
-    renames = expected.BRONZE_RENAMES.get(dataset, {})
-    bronze_names = [renames.get(n, n) for n in definition.record_schema.fieldNames()]
-    assert bronze_names == definition.bronze_schema.fieldNames()
+    schema_types = expected.FIELDS[dataset]
+    renames = dict(seed_spec(dataset).rename)
+    bronze_names = [renames.get(n, n) for n in schema_types]
 
     spec(dataset).generate(tmp_path, files=2, rows_per_file=100, seed=8)
     json_types = {"long": int, "double": float, "string": str, "timestamp": str}
@@ -315,11 +342,19 @@ def test_valid_records_match_the_record_schema(tmp_path: Path, dataset: str) -> 
     landing = expected.read_landing(dataset, tmp_path)
     assert expected.counts(landing) == (200, 0, 0)
     for record in expected.valid_records(landing):
-        assert list(record) == [*bronze_names, "event_time", "event_date", "_source_file"]
+        assert list(record) == [
+            *bronze_names,
+            "event_time",
+            "event_date",
+            "_source_file",
+            "_rescued_data",
+        ]
+        assert record["_rescued_data"] is None  # the generator writes only declared fields
 
 
 def test_lines_are_text_records(tmp_path: Path) -> None:
-    assert get_dataset("lines").record_schema is None
+    assert seed("lines").record_schema is None  # the line is the record
+    assert seed_spec("lines").source_format == "text"
     written = spec("lines").generate(tmp_path / "l", files=2, rows_per_file=300, seed=8)
     assert {w.path.suffix for w in written} == {".txt"}
     assert {w.path.suffix for w in spec("events").generate(tmp_path / "e", files=1)} == {".json"}
@@ -360,7 +395,7 @@ def test_sensors_look_like_a_fleet_of_devices(tmp_path: Path) -> None:
         expected.WATERMARK["sensors"],
     )
     assert len({row["deviceId"] for row in lost}) >= 3  # devices that went quiet
-    assert all(1 <= row["count"] < LOST_SIGNAL_THRESHOLD for row in lost)
+    assert all(1 <= row["count"] < expected.LOST_SIGNAL_THRESHOLD for row in lost)
 
 
 def test_activity_readings_look_like_the_reference_data(tmp_path: Path) -> None:
@@ -540,18 +575,43 @@ def test_bad_options_name_the_option(options: dict[str, Any], message: str) -> N
         spec("events").plan(**options)
 
 
-def test_every_dataset_has_a_generator() -> None:
-    assert {name: d.generator is not None for name, d in DATASETS.items()} == dict.fromkeys(
-        ALL_DATASETS, True
-    )
-    assert {d.generator.record_format for d in DATASETS.values() if d.generator} == {
-        "json",
-        "text",
-    }
-    assert all(
-        d.generator is not None and d.generator.record_format == d.record_format
-        for d in DATASETS.values()
-    )
+def test_every_seed_dataset_has_a_generator() -> None:
+    assert sorted(GENERATORS) == sorted(SEED_NAMES) == sorted(ALL_DATASETS)
+    assert {name: g.dataset for name, g in GENERATORS.items()} == {n: n for n in SEED_NAMES}
+    assert {g.record_format for g in GENERATORS.values()} == {"json", "text"}
+    for name, generator in GENERATORS.items():
+        assert spec_for(name) is generator
+        assert generator.record_format == seed_spec(name).source_format
+
+
+def test_a_dataset_without_a_generator_is_refused() -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"^dataset 'mine' has no sample-data generator \(generators exist for: "
+        r"activity, events, lines, sensors\)$",
+    ):
+        spec_for("mine")
+    with pytest.raises(ConfigError, match="^dataset 'mine' has no sample-data generator"):
+        generate("mine", Path("/nonexistent"))
+
+
+@pytest.mark.parametrize("dataset", ALL_DATASETS)
+def test_demo_sizes_are_a_plan_the_generator_can_make(dataset: str) -> None:
+    """`runoff demo`'s sample of each dataset: exact counts, malformed and late lines."""
+    demo = dict(spec(dataset).demo)
+    assert set(demo) <= {"files", "rows_per_file", "malformed_rate", "late_rate"}
+    assert demo["files"] >= 2 and demo["rows_per_file"] >= 1
+    planned = spec(dataset).plan(seed=0, **demo)
+    total = demo["files"] * demo["rows_per_file"]
+    landing = [
+        [expected.classify(dataset, line, day=p.date) for line in expected.split_lines(p.content)]
+        for p in planned
+    ]
+    kinds = Counter(line.kind for lines in landing for line in lines)
+    assert len(planned) == demo["files"]
+    assert kinds["valid"] == total
+    assert kinds["malformed"] == round(demo.get("malformed_rate", 0.0) * total) > 0
+    assert sum(p.late for p in planned) == round(demo.get("late_rate", 0.0) * total)
 
 
 # -- tests/expected.py itself, on lines written by hand --------------------------------------
@@ -642,10 +702,26 @@ def test_expected_records_carry_bronze_columns_and_event_time() -> None:
         "event_time": datetime(2024, 1, 1, 0, 0, 0, 125387, tzinfo=UTC),
         "event_date": date(2024, 1, 1),
         "_source_file": "/l/date=2024-01-01/p.json",
+        "_rescued_data": None,
     }
     line = expected.classify("lines", b"Hello", day=date(2024, 3, 2)).record
     assert line is not None
     assert line["event_time"] == datetime(2024, 3, 2, tzinfo=UTC)
+    assert "_rescued_data" not in line  # text datasets rescue nothing
+
+
+def test_expected_rescues_the_undeclared_fields_as_text() -> None:
+    event = expected.classify(
+        "events",
+        b'{"z":1.5,"time":1704067200,"note":"x","action":"Open","nested":{"a":[1,"b"]},'
+        b'"flag":false,"gone":null}',
+    ).record
+    assert event is not None
+    assert (event["time"], event["action"]) == (1704067200, "Open")
+    # the record's order; strings as they are, other values as compact JSON
+    assert event["_rescued_data"] == (
+        '{"z":"1.5","note":"x","nested":"{\\"a\\":[1,\\"b\\"]}","flag":"false","gone":null}'
+    )
 
 
 def test_expected_words_split_like_spark() -> None:
