@@ -217,6 +217,9 @@ def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
     parser.add_argument(
         "--datasets",
         action="append",
+        # After the command: a list of its own, joined in main (a subcommand's namespace
+        # would replace the list given before the command instead of extending it).
+        dest="datasets" if default is None else "datasets_after_command",
         default=default,
         metavar="DIR",
         help="a folder of dataset specs, besides the built-in ones and $RUNOFF_DATASETS "
@@ -262,7 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = interrupts.install()
     try:
         config = RunoffConfig.from_sources(
-            home=args.home, verbose=bool(args.verbose), datasets=args.datasets or ()
+            home=args.home,
+            verbose=bool(args.verbose),
+            datasets=[*(args.datasets or ()), *getattr(args, "datasets_after_command", ())],
         )
         if getattr(args, "dataset", None) is not None:
             from delta_tables.catalog import Catalog

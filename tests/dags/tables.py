@@ -1,6 +1,7 @@
 """Read what a pipeline run left behind, without Spark: Delta tables (delta-rs) and checkpoints.
 
-Shared by the DAG tests and the Airflow end-to-end test.
+Shared by the DAG tests and the Airflow end-to-end test. Table names and paths come from the
+catalog of the given configuration (its spec folders); expected contents never do.
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ import pyarrow as pa
 
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
-from jobs.catalog import CATALOG
+from delta_tables.catalog import Catalog
 
 # Set per ingestion: a re-run (backfill) writes the same data with new values here.
 INGESTION_COLUMNS = ("_ingested_at", "_batch_id")
 
 
 def read_table(path: Path) -> pa.Table:
-
     return read_arrow(str(path))
 
 
@@ -32,11 +32,10 @@ def sorted_rows(table: pa.Table, drop: tuple[str, ...] = ()) -> list[tuple[Any, 
 
 def snapshot_tables(config: RunoffConfig, dataset: str) -> dict[str, list[tuple[Any, ...]]]:
     """The content of a dataset's bronze and silver tables, ingestion metadata left out."""
-    info = CATALOG[dataset]
-    paths = {info.bronze_table: config.bronze_path(dataset)}
-    paths.update({t: config.silver_path(t) for t in info.silver_tables})
+    tables = Catalog.load(config).tables(dataset)
     return {
-        name: sorted_rows(read_table(path), drop=INGESTION_COLUMNS) for name, path in paths.items()
+        table.name: sorted_rows(read_table(table.path), drop=INGESTION_COLUMNS)
+        for table in (tables.bronze, *tables.silver)
     }
 
 
@@ -50,16 +49,22 @@ def tree_listing(root: Path) -> list[tuple[str, int, int]]:
 
 
 def assert_silver_matches_expected(config: RunoffConfig, dataset: str) -> None:
-    """Every silver table equals tests/expected.py over the landing files, row for row."""
+    """Every silver table of a seed dataset equals tests/expected.py over the landing files,
+    row for row; the catalog declares exactly the tables tests/expected.py computes."""
     from tests import expected
 
-    files = expected.read_landing(dataset, config.landing_dir(dataset))
+    catalog = Catalog.load(config)
+    files = expected.read_landing(dataset, catalog.landing_dir(dataset))
     want = expected.silver(dataset, expected.valid_records(files))
-    for table in CATALOG[dataset].silver_tables:
-        actual = expected.naive_utc(read_table(config.silver_path(table)).to_pylist())
-        wanted = expected.naive_utc(want[table])
-        assert len(actual) == len(wanted), f"{table}: {len(actual)} rows, expected {len(wanted)}"
-        assert sorted(actual, key=_row_key) == sorted(wanted, key=_row_key), table
+    silver = catalog.tables(dataset).silver
+    assert [t.name for t in silver] == list(expected.SILVER_TABLES[dataset])
+    for table in silver:
+        actual = expected.naive_utc(read_table(table.path).to_pylist())
+        wanted = expected.naive_utc(want[table.name])
+        assert len(actual) == len(wanted), (
+            f"{table.name}: {len(actual)} rows, expected {len(wanted)}"
+        )
+        assert sorted(actual, key=_row_key) == sorted(wanted, key=_row_key), table.name
 
 
 def _row_key(row: dict[str, Any]) -> str:

@@ -10,7 +10,9 @@ through the DevTools protocol (the JWT goes in the `_token` cookie the UI uses).
 it starts is stopped by process group in a `finally`.
 
 The dataset DAGs run daily here (`RUNOFF_DAG_SCHEDULE=@daily`) so that two backfilled days are
-two runs, and the scheduler creates no scheduled runs (`use_job_schedule=False`).
+two runs, and the scheduler creates no scheduled runs (`use_job_schedule=False`). `RUNOFF_DATASETS`
+names a user's spec folder (the `orders` dataset): its DAG must be parsed next to the seed ones,
+without an import error.
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ from core.config import RunoffConfig
 from dags import standalone
 from tests.browser import assert_not_blank, chromium_command
 from tests.dags.tables import assert_silver_matches_expected, snapshot_tables, tree_listing
+from tests.dags.user_specs import write_orders
 
 pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.slow, pytest.mark.browser]
 
 DAG_ID = "runoff_events"
+USER_DAG_ID = "runoff_orders"  # declared in the RUNOFF_DATASETS folder
 # Two days of hourly landing files: 2024-01-01 21:00 .. 2024-01-02 02:00.
 GENERATE = ["--files", "6", "--rows-per-file", "25", "--start", "2024-01-01T21:00:00Z"]
 BACKFILL_DAYS = ("2024-01-01", "2024-01-02")  # inclusive logical dates: two daily runs
@@ -180,11 +184,14 @@ def airflow() -> Iterator[Airflow]:
     # Not pytest's tmp_path: concurrent pytest runs rotate those away, with the logs of a failure.
     root = Path(tempfile.mkdtemp(prefix="runoff-airflow-e2e-"))
     home = root / "home"
+    specs = root / "datasets"
+    write_orders(specs)
     port = standalone.free_port()
     base = _clean_environment()
     base.update(
         {
             "RUNOFF_DAG_SCHEDULE": "@daily",
+            "RUNOFF_DATASETS": str(specs),
             "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(standalone.free_port()),
@@ -283,7 +290,8 @@ def _pids_with_environment(key: str, value: str) -> list[int]:
     return [pid for pid in pids if pid != os.getpid()]
 
 
-def _wait_for_dag(af: Airflow, timeout: float = 180.0) -> dict[str, Any]:
+def _wait_for_dags(af: Airflow, timeout: float = 180.0) -> dict[str, dict[str, Any]]:
+    """The parsed `runoff_*` DAGs by id, once DAG_ID is among them (no import error allowed)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         payload = af.api("GET", "/dags?dag_id_pattern=runoff_")
@@ -291,7 +299,7 @@ def _wait_for_dag(af: Airflow, timeout: float = 180.0) -> dict[str, Any]:
         if DAG_ID in dags:
             errors = af.api("GET", "/importErrors")
             assert errors["total_entries"] == 0, errors
-            return dags[DAG_ID]
+            return dags
         time.sleep(2)
     raise AssertionError(f"{DAG_ID} not parsed within {timeout:.0f} s")
 
@@ -346,9 +354,13 @@ def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_pa
     )
     assert generated.returncode == 0, generated.stderr
 
-    dag = _wait_for_dag(af)
+    dags = _wait_for_dags(af)
+    dag = dags[DAG_ID]
     assert dag["timetable_summary"] == "0 0 * * *"
     assert {tag["name"] for tag in dag["tags"]} == {"runoff", "events"}
+    # The user's dataset comes from the same DAG file as the seed ones: parsed together.
+    assert USER_DAG_ID in dags, sorted(dags)
+    assert {tag["name"] for tag in dags[USER_DAG_ID]["tags"]} == {"runoff", "orders"}
     af.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": False})
 
     # -- a run triggered through the REST API: incremental bronze >> silver >> validate --------

@@ -24,8 +24,8 @@ from delta_tables.arrow import read_arrow
 from delta_tables.ops import append_run, read_runs
 from jobs.bronze import archive_dir
 from jobs.cli import main
-from jobs.samples import generate_dataset
 from jobs.maintain import format_bytes
+from jobs.samples import generate_dataset
 from tests import expected
 
 if TYPE_CHECKING:

@@ -205,30 +205,6 @@ def test_quarantine_share_warns_then_fails(config: RunoffConfig) -> None:
     ]
 
 
-def test_more_closes_than_opens_is_only_a_warning(config: RunoffConfig) -> None:
-    rows = [
-        hourly(0, "Open", 2),
-        hourly(0, "Close", 2),
-        hourly(1, "Open", 1),
-        hourly(1, "Close", 3),
-    ]
-    append(config.silver_path("events_action_hourly"), action_counts(rows))
-
-    report = validate_dataset(config, "events", layers=("silver",))
-
-    opens = closes = 0
-    behind = []  # (cumulative opens, cumulative closes) where Closes overtook Opens
-    for hour in (0, 1):
-        opens += sum(r[3] for r in rows if r[0].hour == hour and r[2] == "Open")
-        closes += sum(r[3] for r in rows if r[0].hour == hour and r[2] == "Close")
-        if closes > opens:
-            behind.append(f"[{opens}, {closes}]")
-    assert report.passed
-    assert [(w.suite, w.observed) for w in report.warnings] == [
-        ("events_action_hourly_cumulative", f"{len(behind)} of 2 unexpected: {', '.join(behind)}")
-    ]
-
-
 def test_rows_are_required_only_after_a_run_wrote(config: RunoffConfig) -> None:
     path = config.bronze_path("events")
     schema = open_close_events(START, 1).schema

@@ -39,7 +39,7 @@ from jobs.bronze import (
     quarantine_rows,
 )
 from jobs.dataset import Dataset, compile_dataset
-from jobs.generate import spec_for
+from jobs.samples import spec_for
 from tests import expected
 from tests.seeds import seed, seed_spec
 
@@ -251,6 +251,25 @@ def test_full_bronze_schema_is_the_record_then_metadata_then_rescued_data(
     assert seed_spec(dataset).schema_evolution == "rescue"
     names = [f.name for f in seed(dataset).full_bronze_schema.fields]
     assert names == [*record, *BRONZE_METADATA.fieldNames(), *rescue]
+
+
+@pytest.mark.parametrize("dataset", ["events", "sensors", "activity"])
+def test_expected_restates_the_record_schema(spark: SparkSession, dataset: str) -> None:
+    """tests/expected.py's field types are Spark's parse of the spec's `schema:` (the rest of
+    its restatement is checked without Spark in tests/unit/test_generate.py)."""
+    from pyspark.sql.types import DoubleType, LongType, StringType, TimestampType
+
+    json_types = {LongType(): "long", DoubleType(): "double", StringType(): "string"}
+    json_types[TimestampType()] = "timestamp"
+    record_schema = seed(dataset).record_schema
+    assert record_schema is not None
+    types = {f.name: json_types[f.dataType] for f in record_schema.fields}
+    assert types == expected.FIELDS[dataset]
+    assert record_schema.fieldNames() == list(expected.FIELDS[dataset])
+    renames = expected.BRONZE_RENAMES.get(dataset, {})
+    bronze_schema = seed(dataset).bronze_schema
+    assert bronze_schema.fieldNames() == [renames.get(n, n) for n in expected.FIELDS[dataset]]
+    assert [f.dataType for f in bronze_schema.fields] == [f.dataType for f in record_schema.fields]
 
 
 def with_spec(dataset: str, **changes: Any) -> Dataset:

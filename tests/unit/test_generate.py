@@ -30,16 +30,8 @@ from core.errors import ConfigError, RunoffError
 from core.specs import interval_seconds
 from delta_tables.catalog import Catalog
 from jobs.cli import main
-from jobs.generate import (
-    GeneratedFile,
-    GeneratorSpec,
-    PlannedFile,
-    generate,
-    generate_dataset,
-    spec_for,
-    write_files,
-)
-from jobs.samples import GENERATORS
+from jobs.generate import GeneratedFile, GeneratorSpec, PlannedFile, write_files
+from jobs.samples import GENERATORS, generate, generate_dataset, spec_for
 from jobs.samples.activity import GT_LABELS, PHONES
 from jobs.samples.sensors import SIGNAL_RANGES
 from tests import expected
@@ -591,7 +583,7 @@ def test_a_dataset_without_a_generator_is_refused() -> None:
         r"activity, events, lines, sensors\)$",
     ):
         spec_for("mine")
-    with pytest.raises(ConfigError, match="^dataset 'mine' has no sample-data generator"):
+    with pytest.raises(ConfigError, match=r"^dataset 'mine' has no sample-data generator"):
         generate("mine", Path("/nonexistent"))
 
 

@@ -18,9 +18,7 @@ def graph() -> grimp.ImportGraph:
 
 def test_no_layer_imports_a_layer_above_it(graph: grimp.ImportGraph) -> None:
     illegal = graph.find_illegal_dependencies_for_layers(layers=LAYERS)
-    assert {
-        (d.importer, d.imported, tuple(tuple(c) for c in d.routes)) for d in illegal
-    } == set()
+    assert {(d.importer, d.imported, tuple(tuple(c) for c in d.routes)) for d in illegal} == set()
 
 
 def test_core_imports_nothing_of_the_other_packages(graph: grimp.ImportGraph) -> None:

@@ -6,13 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
-from quality.frames import (
-    bronze_frame,
-    cumulative_actions_frame,
-    quarantine_share_frame,
-    silver_frame,
-)
-from tests.quality_tables import TS, action_counts, at, bronze_events, hourly
+from quality.frames import bronze_frame, quarantine_share_frame, silver_frame
+from tests.quality_tables import action_counts, at, bronze_events, hourly
 
 
 def test_bronze_frame_adds_the_utc_date_of_event_time() -> None:
@@ -44,6 +39,13 @@ def test_silver_frame_measures_windows_and_their_alignment() -> None:
     assert got_offsets == [offset(r) for r in rows]
 
 
+def test_silver_frame_offsets_of_tumbling_windows_follow_the_window_size() -> None:
+    rows = [hourly(0, "Open", 1), (at(0, 30), at(1, 30), "Close", 1), hourly(5, "Open", 2)]
+    frame = silver_frame(action_counts(rows), window_seconds=3600, slide_seconds=None)
+    assert list(frame["window_seconds"]) == [3600.0, 3600.0, 3600.0]
+    assert list(frame["window_start_offset_seconds"]) == [0.0, 1800.0, 0.0]
+
+
 def test_silver_frame_leaves_unwindowed_tables_alone() -> None:
     words = pa.table({"word": ["a", "b"], "count": pa.array([2, 1], pa.int64())})
     assert list(silver_frame(words, None, None).columns) == ["word", "count"]
@@ -55,73 +57,3 @@ def test_quarantine_share() -> None:
         {"bronze_rows": 90, "quarantined_rows": 10, "quarantine_share": 10 / 100}
     ]
     assert quarantine_share_frame(0, 0)["quarantine_share"].tolist() == [0.0]
-
-
-def _cumulative_by_hand(
-    rows: list[tuple[datetime, datetime, str, int]], window: int
-) -> list[tuple[datetime, int, int]]:
-    """Cumulative Opens/Closes per window whose start is a multiple of `window` seconds."""
-    starts = sorted({r[0] for r in rows if r[0].timestamp() % window == 0})
-    out, opens, closes = [], 0, 0
-    for start in starts:
-        opens += sum(r[3] for r in rows if r[0] == start and r[2] == "Open")
-        closes += sum(r[3] for r in rows if r[0] == start and r[2] == "Close")
-        out.append((start, opens, closes))
-    return out
-
-
-def test_cumulative_actions_over_tumbling_windows() -> None:
-    rows = [
-        hourly(0, "Open", 5),
-        hourly(0, "Close", 2),
-        hourly(1, "Close", 4),
-        hourly(2, "Open", 1),
-    ]
-    frame = cumulative_actions_frame(action_counts(rows), 3600)
-    got = list(
-        zip(
-            frame["window_start"],
-            frame["cumulative_opens"],
-            frame["cumulative_closes"],
-            strict=True,
-        )
-    )
-    assert [(s.to_pydatetime(), o, c) for s, o, c in got] == _cumulative_by_hand(rows, 3600)
-    assert frame["window_end"].tolist() == [s + timedelta(hours=1) for s, _, _ in got]
-
-
-def test_cumulative_actions_over_sliding_windows_use_a_tiling_and_start_at_since() -> None:
-    ten = timedelta(minutes=10)
-    rows = []
-    for k in range(6):  # windows every 5 minutes from 00:00
-        start = at(0, 5 * k)
-        rows.append((start, start + ten, "Open", k + 1))
-        rows.append((start, start + ten, "Close", k))
-    since = at(0, 20)
-    frame = cumulative_actions_frame(action_counts(rows), 600, since=since)
-    expected = [r for r in _cumulative_by_hand(rows, 600) if r[0] >= since]
-    got = [
-        (s.to_pydatetime(), o, c)
-        for s, o, c in zip(
-            frame["window_start"],
-            frame["cumulative_opens"],
-            frame["cumulative_closes"],
-            strict=True,
-        )
-    ]
-    assert got == expected
-    assert [r[0] for r in got] == [at(0, 20)]
-
-
-def test_cumulative_actions_of_an_empty_table() -> None:
-    empty = pa.table(
-        {
-            "window_start": pa.array([], TS),
-            "window_end": pa.array([], TS),
-            "action": pa.array([], pa.string()),
-            "count": pa.array([], pa.int64()),
-        }
-    )
-    frame = cumulative_actions_frame(empty, 3600)
-    assert frame.empty
-    assert "cumulative_opens" in frame.columns

@@ -1,14 +1,29 @@
-"""quality.suites: suites follow the dataset definitions; every expectation has a severity."""
+"""quality.suites: suites follow the dataset specs; every expectation has a severity.
+
+Derived from every spec: not-null required columns and keys, one row per key, the window size and
+alignment, bronze's metadata. Declared in the specs' `expectations:` (jobs/datasets/*.yaml): the
+value sets and ranges of each dataset; they reach the suites as GX expectations.
+"""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from jobs.catalog import CATALOG, DATASET_NAMES
-from jobs.datasets import get_dataset
-from quality.suites import dataset_tables, interval_seconds
+from core.config import RunoffConfig
+from core.errors import ConfigError
+from core.specs import Expectation as DeclaredExpectation
+from core.specs import interval_seconds
+from delta_tables.catalog import Catalog
+from jobs.samples.activity import GT_LABELS
+from quality.suites import CheckedTable, dataset_tables, declared
+from tests.seeds import SEED_NAMES, seed, seed_spec
 
-UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600}
+UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+BRONZE_METADATA = ("event_time", "event_date", "_source_file", "_ingested_at", "_batch_id")
 
 
 def _seconds_by_hand(text: str) -> int:
@@ -16,33 +31,67 @@ def _seconds_by_hand(text: str) -> int:
     return int(number) * UNIT_SECONDS[unit.rstrip("s")]
 
 
-@pytest.mark.parametrize("text", ["5 seconds", "1 minute", "10 minutes", "1 hour", "2 hours"])
+@pytest.fixture
+def catalog(config: RunoffConfig) -> Catalog:
+    return Catalog.load(config)
+
+
+def tables_of(catalog: Catalog, name: str) -> dict[str, CheckedTable]:
+    return {t.name: t for t in dataset_tables(catalog, name)}
+
+
+def rows_configs(table: CheckedTable) -> list[Any]:
+    suite = table.suite("rows")
+    assert suite is not None, table.name
+    return [e.configuration for e in suite.expectations]
+
+
+@pytest.mark.parametrize(
+    "text", ["5 seconds", "1 minute", "10 minutes", "1 hour", "2 hours", "1 day", "2 weeks"]
+)
 def test_interval_seconds(text: str) -> None:
     assert interval_seconds(text) == _seconds_by_hand(text)
 
 
-def test_interval_seconds_rejects_other_text() -> None:
-    with pytest.raises(ValueError, match=r"interval 'soon' is not of the form '<n> <unit>'"):
-        interval_seconds("soon")
+@pytest.mark.parametrize("text", ["soon", "10 min", "1.5 hours", "minutes"])
+def test_interval_seconds_rejects_other_text(text: str) -> None:
+    with pytest.raises(
+        ConfigError,
+        match=rf"^interval '{re.escape(text)}' is not of the form "
+        r"'<n> seconds\|minutes\|hours\|days\|weeks'$",
+    ):
+        interval_seconds(text)
 
 
-@pytest.mark.parametrize("name", DATASET_NAMES)
-def test_tables_are_the_catalog_tables(name: str) -> None:
-    info = CATALOG[name]
-    specs = dataset_tables(name)
-    assert [s.name for s in specs] == [
-        info.bronze_table,
-        info.quarantine_table,
-        *info.silver_tables,
+@pytest.mark.parametrize("name", SEED_NAMES)
+def test_tables_are_the_catalog_tables(catalog: Catalog, name: str) -> None:
+    tables = catalog.tables(name)
+    checked = dataset_tables(catalog, name)
+    assert [(t.name, t.kind, t.path) for t in checked] == [
+        (tables.bronze.name, "bronze", tables.bronze.path),
+        (tables.quarantine.name, "quarantine", tables.quarantine.path),
+        *((s.name, "silver", s.path) for s in tables.silver),
     ]
-    suite_names = [suite.name for spec in specs for suite in spec.suites]
+    assert [t.name for t in checked] == [
+        f"bronze_{name}",
+        f"quarantine_{name}",
+        *seed_spec(name).silver_tables,
+    ]
+    assert {t.dataset for t in checked} == {name}
+    assert [t.layer for t in checked] == ["bronze", "bronze", *["silver"] * len(tables.silver)]
+    suite_names = [suite.name for table in checked for suite in table.suites]
     assert len(suite_names) == len(set(suite_names))
 
 
-@pytest.mark.parametrize("name", DATASET_NAMES)
-def test_every_expectation_has_a_severity_stated_in_its_notes(name: str) -> None:
-    for spec in dataset_tables(name):
-        for suite in spec.suites:
+def test_an_unknown_dataset_is_the_catalog_error(catalog: Catalog) -> None:
+    with pytest.raises(ConfigError, match=r"^unknown dataset 'nosuch': choose one of activity, "):
+        dataset_tables(catalog, "nosuch")
+
+
+@pytest.mark.parametrize("name", SEED_NAMES)
+def test_every_expectation_has_a_severity_stated_in_its_notes(catalog: Catalog, name: str) -> None:
+    for table in dataset_tables(catalog, name):
+        for suite in table.suites:
             assert suite.expectations, suite.name
             for expectation in suite.expectations:
                 severity = expectation.severity.value
@@ -50,50 +99,240 @@ def test_every_expectation_has_a_severity_stated_in_its_notes(name: str) -> None
                 assert str(expectation.notes).startswith(f"severity: {severity}.")
 
 
-@pytest.mark.parametrize("name", DATASET_NAMES)
-def test_silver_suites_follow_the_aggregate_definitions(name: str) -> None:
-    dataset = get_dataset(name)
-    specs = {s.name: s for s in dataset_tables(name)}
-    for aggregate in dataset.aggregates:
-        spec = specs[aggregate.table]
-        assert spec.keys == aggregate.keys
-        configs = [e.configuration for e in spec.suite("rows").expectations]  # type: ignore[union-attr]
+@pytest.mark.parametrize("name", SEED_NAMES)
+def test_silver_suites_follow_the_silver_specs(catalog: Catalog, name: str) -> None:
+    spec = seed_spec(name)
+    dataset = seed(name)
+    tables = tables_of(catalog, name)
+    for silver in spec.silver:
+        table = tables[silver.table]
+        # the window is part of the key
+        window = ("window_start", "window_end") if silver.window else ()
+        assert table.keys == (*window, *silver.keys) == dataset.aggregate(silver.table).keys
+        configs = rows_configs(table)
+        not_null = [
+            c.kwargs["column"] for c in configs if c.type == "expect_column_values_to_not_be_null"
+        ]
+        assert set(table.keys) <= set(not_null)
         unique = [c for c in configs if "unique" in c.type]
         assert len(unique) == 1
         columns = unique[0].kwargs.get("column_list") or [unique[0].kwargs["column"]]
-        assert tuple(columns) == aggregate.keys
+        assert tuple(columns) == table.keys
         sizes = [
             c.kwargs["value_set"] for c in configs if c.kwargs.get("column") == "window_seconds"
         ]
-        if aggregate.window is None:
-            assert sizes == []
+        offsets = [
+            c.kwargs["value_set"]
+            for c in configs
+            if c.kwargs.get("column") == "window_start_offset_seconds"
+        ]
+        if silver.window is None:
+            assert (sizes, offsets) == ([], [])
+            assert (table.window_seconds, table.slide_seconds) == (None, None)
         else:
-            assert sizes == [[_seconds_by_hand(aggregate.window)]]
-            step = _seconds_by_hand(aggregate.slide or aggregate.window)
-            assert spec.slide_seconds in (None, step)
+            assert sizes == [[_seconds_by_hand(silver.window)]]
+            assert offsets == [[0]]
+            assert table.window_seconds == _seconds_by_hand(silver.window)
+            assert table.slide_seconds == (_seconds_by_hand(silver.slide) if silver.slide else None)
+        # declared in every seed spec: a row exists because something was counted
         positive = [
             c
             for c in configs
             if c.type == "expect_column_values_to_be_between" and c.kwargs["column"] == "count"
         ]
-        assert positive and all(c.kwargs["min_value"] == 1 for c in positive)
+        assert positive and all(c.kwargs["min_value"] == 1 for c in positive), silver.table
+        assert "count" in not_null
 
 
-def test_bronze_suite_requires_the_dataset_required_columns() -> None:
-    for name in DATASET_NAMES:
-        dataset = get_dataset(name)
-        bronze = dataset_tables(name)[0]
-        not_null = {
-            e.configuration.kwargs["column"]
-            for e in bronze.suite("rows").expectations  # type: ignore[union-attr]
-            if e.configuration.type == "expect_column_values_to_not_be_null"
-        }
-        assert set(dataset.required) <= not_null
-        assert {"event_time", "event_date", "_source_file", "_ingested_at", "_batch_id"} <= not_null
+@pytest.mark.parametrize("name", SEED_NAMES)
+def test_bronze_suite_requires_the_required_columns_under_their_bronze_names(
+    catalog: Catalog, name: str
+) -> None:
+    spec = seed_spec(name)
+    renames = dict(spec.rename)
+    bronze = dataset_tables(catalog, name)[0]
+    not_null = {
+        c.kwargs["column"]
+        for c in rows_configs(bronze)
+        if c.type == "expect_column_values_to_not_be_null"
+    }
+    assert {renames.get(c, c) for c in spec.required} <= not_null
+    assert set(BRONZE_METADATA) <= not_null
+    # `_rescued_data` is null whenever a record has only declared fields
+    assert "_rescued_data" not in not_null
+    if renames:  # checked under the bronze name only
+        assert not set(renames) & not_null
 
 
-def test_quarantine_share_has_a_warning_and_a_critical_threshold() -> None:
-    quarantine = dataset_tables("events")[1]
+@pytest.mark.parametrize("name", SEED_NAMES)
+def test_declared_expectations_reach_the_suites(catalog: Catalog, name: str) -> None:
+    """Every `expectations:` item of the spec, in order, after the derived ones: its GX type,
+    its arguments, its severity, and its notes after the severity."""
+    spec = seed_spec(name)
+    assert spec.expectations_of("bronze"), name  # every seed spec declares bronze values
+    for table in dataset_tables(catalog, name):
+        table_key = table.kind if table.kind != "silver" else table.name
+        items = spec.expectations_of(table_key)
+        suite = table.suite("rows")
+        assert suite is not None
+        built = list(suite.expectations)[len(suite.expectations) - len(items) :]
+        assert len(built) == len(items)
+        for item, expectation in zip(items, built, strict=True):
+            config = expectation.configuration
+            kwargs = {k: v for k, v in item.kwargs.items() if k != "notes"}
+            assert config.type == item.expect
+            assert {k: config.kwargs[k] for k in kwargs} == kwargs
+            assert expectation.severity.value == item.severity
+            why = item.kwargs.get("notes") or "declared in the dataset spec."
+            assert expectation.notes == f"severity: {item.severity}. {why}"
+
+
+def test_the_lost_signal_alert_range_matches_its_having_clause(catalog: Catalog) -> None:
+    silver = seed_spec("sensors").silver_spec("sensors_lost_signal")
+    match = re.fullmatch(r"count < (\d+)", silver.having or "")
+    assert match is not None
+    threshold = int(match.group(1))
+    table = tables_of(catalog, "sensors")["sensors_lost_signal"]
+    ranges = [
+        (c.kwargs.get("min_value"), c.kwargs.get("max_value"))
+        for c in rows_configs(table)
+        if c.type == "expect_column_values_to_be_between" and c.kwargs["column"] == "count"
+    ]
+    assert (1, threshold - 1) in ranges
+
+
+def test_the_activity_labels_cover_what_the_generator_writes(catalog: Catalog) -> None:
+    """The sample data must pass the declared label sets (bronze and silver)."""
+    tables = tables_of(catalog, "activity")
+    for name in ("bronze_activity", "activity_user_minute"):
+        (labels,) = [
+            c.kwargs["value_set"]
+            for c in rows_configs(tables[name])
+            if c.type == "expect_column_values_to_be_in_set" and c.kwargs["column"] == "gt"
+        ]
+        assert set(GT_LABELS) <= set(labels), name
+
+
+def test_declared_maps_names_and_severities() -> None:
+    items = (
+        DeclaredExpectation(
+            table="bronze",
+            expect="expect_column_values_to_be_in_set",
+            kwargs={"column": "action", "value_set": ["Open", "Close"], "notes": "two actions."},
+            severity="critical",
+        ),
+        DeclaredExpectation(
+            table="bronze",
+            expect="expect_column_values_to_be_between",
+            kwargs={"column": "time", "min_value": 0},
+            severity="quarantine",  # reported like a warning; bronze quarantines the rows
+        ),
+        DeclaredExpectation(
+            table="bronze", expect="expect_column_values_to_be_unique", kwargs={"column": "time"}
+        ),
+    )
+    built = declared(items)
+    assert [type(e).__name__ for e in built] == [
+        "ExpectColumnValuesToBeInSet",
+        "ExpectColumnValuesToBeBetween",
+        "ExpectColumnValuesToBeUnique",
+    ]
+    assert [e.severity.value for e in built] == ["critical", "warning", "warning"]
+    assert [e.notes for e in built] == [
+        "severity: critical. two actions.",
+        "severity: warning. declared in the dataset spec.",
+        "severity: warning. declared in the dataset spec.",
+    ]
+    assert built[0].configuration.kwargs["value_set"] == ["Open", "Close"]
+    assert "notes" not in built[0].configuration.kwargs
+    # the spec is not changed by building
+    assert items[0].kwargs["notes"] == "two actions."
+
+
+def test_declared_refuses_an_unknown_expectation() -> None:
+    item = DeclaredExpectation(
+        table="bronze", expect="expect_the_moon", kwargs={"column": "x"}, severity="warning"
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"^unknown expectation 'expect_the_moon' \(no gx.expectations.ExpectTheMoon\)$",
+    ):
+        declared((item,))
+
+
+MINE_SPEC = """\
+name: mine
+source: {format: json}
+schema: "id BIGINT, ts TIMESTAMP, kind STRING"
+event_time: "ts"
+required: [id, ts, kind]
+bronze:
+  rename: {kind: category}
+silver:
+  - table: mine_totals
+    keys: [category]
+    measures: {n: "count(*)"}
+expectations:
+  bronze:
+    - {expect: expect_column_values_to_match_regex, column: category, regex: "^[a-z]+$",
+       severity: quarantine}
+  quarantine:
+    - {expect: expect_column_values_to_not_be_null, column: _raw, severity: critical}
+  mine_totals:
+    - {expect: expect_column_values_to_be_between, column: n, min_value: 1, severity: critical,
+       notes: "counted."}
+"""
+
+
+def test_a_declared_dataset_gets_derived_and_declared_expectations(
+    tmp_path: Path, home: Path
+) -> None:
+    """A spec outside the seed folder (`--datasets`): no window, a renamed required column."""
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "mine.yaml").write_text(MINE_SPEC)
+    config = RunoffConfig.from_sources(home=home, env={}, datasets=[folder])
+    tables = tables_of(Catalog.load(config), "mine")
+    assert list(tables) == ["bronze_mine", "quarantine_mine", "mine_totals"]
+
+    bronze = rows_configs(tables["bronze_mine"])
+    not_null = {
+        c.kwargs["column"] for c in bronze if c.type == "expect_column_values_to_not_be_null"
+    }
+    assert {"id", "ts", "category", *BRONZE_METADATA} <= not_null
+    assert "kind" not in not_null
+    assert (bronze[-1].type, bronze[-1].kwargs["column"], bronze[-1].kwargs["regex"]) == (
+        "expect_column_values_to_match_regex",
+        "category",
+        "^[a-z]+$",
+    )
+    (regex,) = tables["bronze_mine"].suites[0].expectations[-1:]
+    assert regex.severity.value == "warning"  # quarantine: reported as a warning
+
+    quarantine = rows_configs(tables["quarantine_mine"])
+    assert (quarantine[-1].type, quarantine[-1].kwargs["column"]) == (
+        "expect_column_values_to_not_be_null",
+        "_raw",
+    )
+
+    totals = tables["mine_totals"]
+    assert (totals.keys, totals.window_seconds, totals.slide_seconds) == (
+        ("category",),
+        None,
+        None,
+    )
+    configs = rows_configs(totals)
+    assert [c.type for c in configs] == [
+        "expect_column_values_to_not_be_null",
+        "expect_column_values_to_be_unique",
+        "expect_column_values_to_be_between",
+    ]
+    assert [c.kwargs["column"] for c in configs] == ["category", "category", "n"]
+    assert configs[-1].kwargs["min_value"] == 1
+
+
+def test_quarantine_share_has_a_warning_and_a_critical_threshold(catalog: Catalog) -> None:
+    quarantine = dataset_tables(catalog, "events")[1]
     share = quarantine.suite("quarantine_share")
     assert share is not None
     limits = sorted(
@@ -101,10 +340,3 @@ def test_quarantine_share_has_a_warning_and_a_critical_threshold() -> None:
     )
     assert [severity for _, severity in limits] == ["warning", "critical"]
     assert limits[0][0] < limits[1][0]
-
-
-def test_only_events_tables_check_cumulative_actions() -> None:
-    for name in DATASET_NAMES:
-        for spec in dataset_tables(name):
-            has = spec.suite("cumulative_actions") is not None
-            assert has == (name == "events" and spec.kind == "silver"), spec.name

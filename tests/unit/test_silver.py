@@ -20,9 +20,8 @@ from pyspark.sql.types import (
 
 from core.errors import RunoffError
 from delta_tables.arrow import read_arrow
-from delta_tables.registry import TableSpec, ensure_table
+from delta_tables.catalog import Table, ensure_table
 from delta_tables.writes import merge
-from jobs.datasets import get_dataset
 from jobs.silver import (
     BatchWriter,
     MergeOutcome,
@@ -33,6 +32,7 @@ from jobs.silver import (
     merge_batch,
     merge_predicate,
 )
+from tests.seeds import seed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -47,19 +47,19 @@ EVENTS_SCHEMA = StructType(
         StructField("count", LongType(), nullable=False),
     ]
 )
-HOURLY = get_dataset("events").aggregate("events_action_hourly")
-LOST = get_dataset("sensors").aggregate("sensors_lost_signal")
+HOURLY = seed("events").aggregate("events_action_hourly")
+LOST = seed("sensors").aggregate("sensors_lost_signal")
 
 
 def create(spark: SparkSession, path: Path, schema: StructType, interval: int = 10) -> None:
-    spec = TableSpec(
+    table = Table(
         name=path.name,
         layer="silver",
         path=path,
-        schema=schema,
         properties={"delta.checkpointInterval": str(interval)},
     )
-    assert ensure_table(spark, spec)
+    assert ensure_table(spark, table, schema)
+    assert not ensure_table(spark, table, schema)  # it exists now: nothing to do
 
 
 def hourly(spark: SparkSession, rows: list[tuple[int, str, int]]) -> DataFrame:

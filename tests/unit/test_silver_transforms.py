@@ -1,12 +1,15 @@
 """The silver transforms on small batch DataFrames, checked against plain-Python aggregates.
 
-Every transform is pure (bronze DataFrame, watermark) -> DataFrame; on a batch DataFrame the
-watermark is a no-op, so the result must equal the aggregate of all rows. The expected values are
-computed here from the same Python rows, with integer arithmetic on epoch microseconds.
+Every transform is pure (bronze DataFrame, watermark) -> DataFrame, built from the silver spec
+(`SilverAggregate.transform`: select, where, window and keys, measures, having); on a batch
+DataFrame the watermark is a no-op, so the result must equal the aggregate of all rows. The
+expected values are computed here from the same Python rows, with integer arithmetic on epoch
+microseconds. The seed datasets come from their YAML specs (tests/seeds.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections import Counter, defaultdict
@@ -16,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from jobs.datasets import DATASETS, get_dataset
-from jobs.datasets.base import BRONZE_METADATA
+from core.errors import ConfigError
+from core.specs import SilverSpec
+from jobs.dataset import Dataset, SilverAggregate, compile_dataset
+from tests.seeds import SEED_NAMES, seed, seed_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,10 +54,11 @@ def sliding(us: int, size: int, slide: int) -> list[tuple[datetime, datetime]]:
 
 
 def bronze(spark: SparkSession, dataset: str, rows: Sequence[dict[str, Any]]) -> DataFrame:
-    """Bronze rows as the bronze job writes them: dataset columns, then the metadata columns."""
+    """Bronze rows as the bronze job writes them: dataset columns, then the metadata columns
+    (and `_rescued_data`, null: no undeclared fields)."""
     from pyspark.sql import functions as F
 
-    ds = get_dataset(dataset)
+    ds = seed(dataset)
     source = f"landing/{dataset}/date=2024-03-09/part-0.json"
     df = spark.createDataFrame([dict(r) for r in rows], ds.bronze_schema).withColumn(
         "_source_file", F.lit(source)
@@ -62,8 +68,9 @@ def bronze(spark: SparkSession, dataset: str, rows: Sequence[dict[str, Any]]) ->
         df.withColumn("event_date", F.to_date("event_time"))
         .withColumn("_ingested_at", F.current_timestamp())
         .withColumn("_batch_id", F.lit(0).cast("long"))
+        .withColumn("_rescued_data", F.lit(None).cast("string"))
     )
-    return df.select(*ds.bronze_schema.fieldNames(), *BRONZE_METADATA.fieldNames())
+    return df.select(*ds.full_bronze_schema.fieldNames())
 
 
 def collect(df: DataFrame) -> list[dict[str, Any]]:
@@ -89,7 +96,7 @@ def normalized(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run(spark: SparkSession, dataset: str, table: str, rows: Sequence[dict]) -> list[dict]:
-    ds = get_dataset(dataset)
+    ds = seed(dataset)
     aggregate = ds.aggregate(table)
     return normalized(collect(aggregate.transform(bronze(spark, dataset, rows), ds.watermark)))
 
@@ -306,12 +313,12 @@ SAMPLES: dict[str, Callable[[], list[dict[str, Any]]]] = {
 
 @pytest.mark.parametrize(
     "dataset,table",
-    [(ds.name, agg.table) for ds in DATASETS.values() for agg in ds.aggregates],
+    [(name, table) for name in SEED_NAMES for table in seed_spec(name).silver_tables],
 )
 def test_keys_identify_one_row_and_lead_the_columns(
     spark: SparkSession, dataset: str, table: str
 ) -> None:
-    aggregate = get_dataset(dataset).aggregate(table)
+    aggregate = seed(dataset).aggregate(table)
     got = run(spark, dataset, table, SAMPLES[dataset]())
 
     assert got, "the sample produces rows"
@@ -325,3 +332,133 @@ def test_keys_identify_one_row_and_lead_the_columns(
     for column in aggregate.partition_by:
         assert column == "window_date" and columns[-1] == column
         assert all(r["window_date"] == r["window_start"].date() for r in got)
+    # the table's columns are what the spec says: keys, measures (in order), window_date
+    assert columns == list(aggregate.spec.columns)
+
+
+def test_every_declared_silver_table_has_an_aggregate() -> None:
+    for name in SEED_NAMES:
+        dataset = seed(name)
+        assert [a.table for a in dataset.aggregates] == list(seed_spec(name).silver_tables)
+        assert {a.dataset for a in dataset.aggregates} == {name}
+
+
+def test_an_unknown_silver_table_names_the_tables() -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"^dataset 'events' has no silver table 'nosuch' \(has: events_action_hourly, "
+        r"events_action_sliding\)$",
+    ):
+        seed("events").aggregate("nosuch")
+
+
+# -- spec features the seeds do not all use --------------------------------------------------
+def events_with(*silver: SilverSpec) -> tuple[Dataset, list[SilverAggregate]]:
+    dataset = compile_dataset(dataclasses.replace(seed_spec("events"), silver=silver))
+    return dataset, list(dataset.aggregates)
+
+
+def test_select_where_having_and_window_date(spark: SparkSession) -> None:
+    """select (the event time is carried along), where on a selected column, a sliding window,
+    two measures, having on a measure, window_date last."""
+    spec = SilverSpec(
+        table="events_open_minutes",
+        window="10 minutes",
+        slide="5 minutes",
+        select=("upper(action) AS act", "time % 60 AS second"),
+        where="act = 'OPEN'",
+        measures=(("opens", "count(*)"), ("max_second", "max(second)")),
+        having="opens >= 2",
+        partition_by=("window_date",),
+    )
+    dataset, (aggregate,) = events_with(spec)
+    rows = events_rows(seed=12, n=200)
+    per_window: dict[tuple[datetime, datetime], list[int]] = defaultdict(list)
+    for r in rows:
+        if r["action"] == "Open":
+            for window in sliding(r["time"] * SECOND, 600 * SECOND, 300 * SECOND):
+                per_window[window].append(r["time"] % 60)
+    expected = {
+        (start, end): (len(seconds), max(seconds), start.date())
+        for (start, end), seconds in per_window.items()
+        if len(seconds) >= 2
+    }
+    assert expected and len(expected) < len(per_window)  # having drops some windows
+
+    frame = aggregate.transform(bronze(spark, "events", rows), dataset.watermark)
+    got = normalized(collect(frame))
+
+    assert frame.columns == ["window_start", "window_end", "opens", "max_second", "window_date"]
+    assert frame.columns == list(spec.columns)
+    assert aggregate.keys == ("window_start", "window_end")
+    assert {
+        (r["window_start"], r["window_end"]): (r["opens"], r["max_second"], r["window_date"])
+        for r in got
+    } == expected
+    assert len(got) == len(expected)
+
+
+def test_a_table_without_a_window_is_keyed_by_its_keys_alone(spark: SparkSession) -> None:
+    spec = SilverSpec(
+        table="events_per_action",
+        keys=("action",),
+        measures=(("n", "count(*)"), ("first", "min(time)"), ("last", "max(time)")),
+    )
+    dataset, (aggregate,) = events_with(spec)
+    rows = events_rows(seed=13)
+    times: dict[str, list[int]] = defaultdict(list)
+    for r in rows:
+        times[r["action"]].append(r["time"])
+
+    got = collect(aggregate.transform(bronze(spark, "events", rows), dataset.watermark))
+
+    assert aggregate.keys == ("action",)
+    assert aggregate.window is None and aggregate.output_mode == "update"
+    assert {r["action"]: (r["n"], r["first"], r["last"]) for r in got} == {
+        action: (len(ts), min(ts), max(ts)) for action, ts in times.items()
+    }
+    assert list(got[0]) == ["action", "n", "first", "last"]
+
+
+def swapped_counts(bronze: DataFrame, watermark: str) -> DataFrame:
+    """A `transform:` escape hatch: counts per action, the action name reversed."""
+    from pyspark.sql import functions as F
+
+    return (
+        bronze.groupBy(F.reverse("action").alias("action"))
+        .agg(F.count("*").alias("count"))
+        .withColumn("watermark", F.lit(watermark))
+    )
+
+
+def test_a_transform_replaces_the_declared_chain(spark: SparkSession) -> None:
+    spec = SilverSpec(
+        table="events_swapped",
+        keys=("action",),
+        transform=f"{__name__}:swapped_counts",
+    )
+    _, (aggregate,) = events_with(spec)
+    rows = events_rows(seed=14)
+
+    got = collect(aggregate.transform(bronze(spark, "events", rows), "3 minutes"))
+
+    expected = Counter(r["action"][::-1] for r in rows)
+    assert {r["action"]: r["count"] for r in got} == expected
+    assert {r["watermark"] for r in got} == {"3 minutes"}
+
+
+@pytest.mark.parametrize(
+    ("reference", "message"),
+    [
+        ("no_such_module_xyz:f", r"transform 'no_such_module_xyz:f' cannot be imported"),
+        (f"{__name__}:nothing_here", rf"transform '{__name__}:nothing_here' cannot be imported"),
+        (f"{__name__}:LINES", rf"transform '{__name__}:LINES' is not a function"),
+    ],
+)
+def test_a_transform_that_cannot_be_loaded_is_a_config_error(
+    spark: SparkSession, reference: str, message: str
+) -> None:
+    spec = SilverSpec(table="events_broken", keys=("action",), transform=reference)
+    dataset, (aggregate,) = events_with(spec)
+    with pytest.raises(ConfigError, match=f"^{message}"):
+        aggregate.transform(bronze(spark, "events", events_rows(n=3)), dataset.watermark)
