@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import jsonschema
 import yaml
+from croniter import croniter
 
 from core.errors import ConfigError
 
@@ -42,6 +43,17 @@ BRONZE_METADATA_COLUMNS = (
     "_rescued_data",
 )
 WINDOW_COLUMNS = ("window_start", "window_end")
+# Airflow's schedule presets (a spec may also give a cron expression, or null: manual runs only).
+SCHEDULE_PRESETS = (
+    "@once",
+    "@continuous",
+    "@hourly",
+    "@daily",
+    "@weekly",
+    "@monthly",
+    "@quarterly",
+    "@yearly",
+)
 WINDOW_DATE = "window_date"
 
 
@@ -230,9 +242,20 @@ def _rule_problems(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
                     f"no such table (tables: {', '.join(sorted(allowed_tables))})",
                 )
             )
-    for name in (doc.get("bronze") or {}).get("rename") or {}:
-        if name in BRONZE_METADATA_COLUMNS:
-            problems.append((f"bronze.rename.{name}", "is a column runoff adds itself"))
+    for old, new in ((doc.get("bronze") or {}).get("rename") or {}).items():
+        if new in BRONZE_METADATA_COLUMNS:
+            problems.append((f"bronze.rename.{old}", f"{new!r} is a column runoff adds itself"))
+    schedule = doc.get("schedule")
+    if isinstance(schedule, str) and not (
+        schedule in SCHEDULE_PRESETS or croniter.is_valid(schedule)
+    ):
+        problems.append(
+            (
+                "schedule",
+                f"{schedule!r} is neither a cron expression nor one of "
+                f"{', '.join(SCHEDULE_PRESETS)}",
+            )
+        )
     names = [r["name"] for r in doc.get("rules") or []]
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(("rules", f"rule {name!r} is declared twice"))

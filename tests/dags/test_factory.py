@@ -116,14 +116,9 @@ def test_dagbag_with_good_user_specs_has_no_import_error(tmp_path: Path) -> None
     assert bag.dags["runoff_orders"].schedule == ORDERS_SCHEDULE
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="production bug: a spec schedule Airflow cannot parse passes the catalog, and the "
-    "DAG fails in runoff_datasets.py with a timetable error that names neither file nor key",
-)
 def test_a_schedule_airflow_cannot_parse_is_reported_as_a_refused_spec(tmp_path: Path) -> None:
-    """The spec contract: a spec whose DAG cannot be built is reported by runoff_spec_errors.py
-    as `<file>: schedule: <problem>`, its DAG is not built, and every other DAG loads."""
+    """A spec whose schedule Airflow cannot parse is refused by the catalog: runoff_spec_errors.py
+    reports `<file>: schedule: <problem>`, its DAG is not built, and every other DAG loads."""
     folder = tmp_path / "datasets"
     path = write_orders(folder)
     path.write_text(path.read_text().replace('schedule: "@daily"', 'schedule: "every day"', 1))

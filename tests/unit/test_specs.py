@@ -1,0 +1,195 @@
+"""`core.specs`: reading dataset specs, and refusing bad ones with one line per problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.errors import ConfigError
+from core.specs import SEED_DIR, SpecError, interval_seconds, load_spec, scan
+
+GOOD = """\
+name: shop
+source: {format: json}
+schema: "id STRING, ts STRING, amount DOUBLE"
+event_time: "to_timestamp(ts)"
+silver:
+  - table: shop_hourly
+    window: "1 hour"
+    keys: [id]
+    measures: {n: "count(*)", total: "sum(amount)"}
+"""
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def problems(path: Path) -> tuple[str, ...]:
+    with pytest.raises(SpecError) as refused:
+        load_spec(path)
+    assert str(refused.value) == "\n".join(refused.value.problems)
+    assert refused.value.exit_code == 2
+    return refused.value.problems
+
+
+def test_defaults_of_a_minimal_spec(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, "shop", GOOD))
+    assert (spec.name, spec.file, spec.source_format, spec.source_path) == (
+        "shop",
+        tmp_path / "shop.yaml",
+        "json",
+        "landing/shop",
+    )
+    assert (spec.watermark, spec.schema_evolution, spec.schedule) == (
+        "10 minutes",
+        "rescue",
+        "@hourly",
+    )
+    assert (spec.required, spec.rename, spec.select, spec.rules, spec.expectations) == (
+        (),
+        (),
+        (),
+        (),
+        (),
+    )
+    (silver,) = spec.silver
+    assert silver.measures == (("n", "count(*)"), ("total", "sum(amount)"))
+    assert silver.key_columns == ("window_start", "window_end", "id")
+    assert silver.columns == ("window_start", "window_end", "id", "n", "total")
+    assert (silver.output, silver.slide, silver.partition_by) == ("update", None, ())
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            ("  - table: shop_hourly\n", "  - table: Shop\n"),
+            "silver[0].table: 'Shop' does not match",
+        ),
+        (
+            ('window: "1 hour"', 'window: "1 hour"\n    slide: "2 hours"'),
+            "silver[0].slide: the slide is longer than the window",
+        ),
+        (('window: "1 hour"', 'slide: "5 minutes"'), "silver[0].slide: a slide needs a window"),
+        (
+            ('window: "1 hour"', 'window: "1 hour"\n    output: apend'),
+            "silver[0].output: 'apend' is not one of ['update', 'append']",
+        ),
+        (
+            ('window: "1 hour"', "output: append"),
+            "silver[0].output: append emits closed windows only: it needs a window",
+        ),
+        (("keys: [id]", "keys: [id, id]"), "silver[0].keys: ['id', 'id'] has non-unique elements"),
+        (
+            ("keys: [id]", "keys: [window_start]"),
+            "silver[0]: column 'window_start' is derived from the window: rename it",
+        ),
+        (('n: "count(*)"', 'id: "count(*)"'), "silver[0].measures.id: is also a key"),
+        (
+            ("keys: [id]", "keys: [id]\n    partition_by: [amount]"),
+            "silver[0].partition_by: "
+            "'amount' is neither a key nor window_date (the window's UTC day)",
+        ),
+        (("format: json", "format: csv"), "source.format: 'csv' is not one of ['json', 'text']"),
+        (
+            ("silver:", "colour: red\nsilver:"),
+            "colour: unknown key (allowed: bronze, description, "
+            "event_time, expectations, name, required, rules, schedule, schema, schema_evolution, "
+            "silver, source, watermark)",
+        ),
+        (
+            ("silver:", 'schedule: "every day"\nsilver:'),
+            "schedule: 'every day' is neither a cron "
+            "expression nor one of @once, @continuous, @hourly, @daily, @weekly, @monthly, "
+            "@quarterly, @yearly",
+        ),
+        (
+            ("silver:", 'watermark: "1 fortnight"\nsilver:'),
+            "watermark: '1 fortnight' does not match",
+        ),
+        (
+            ("silver:", "expectations: {shop_daily: []}\nsilver:"),
+            "expectations.shop_daily: no such table (tables: bronze, quarantine, shop_hourly)",
+        ),
+        (
+            ("silver:", "bronze: {rename: {id: event_time}}\nsilver:"),
+            "bronze.rename.id: 'event_time' is a column runoff adds itself",
+        ),
+        (("name: shop", "name: shops"), "name: 'shops' differs from the file name 'shop'"),
+    ],
+)
+def test_a_bad_spec_names_file_key_and_problem(
+    tmp_path: Path, change: tuple[str, str], expected: str
+) -> None:
+    assert change[0] in GOOD
+    path = write(tmp_path, "shop", GOOD.replace(change[0], change[1], 1))
+    (line,) = problems(path)
+    assert line.startswith(f"{path}: {expected}"), line
+
+
+def test_every_problem_of_a_file_is_listed(tmp_path: Path) -> None:
+    path = write(tmp_path, "shop", "name: shop\nsource: {format: csv}\nschema: 3\n")
+    assert problems(path) == (
+        f"{path}: (top level): 'event_time' is a required property",
+        f"{path}: schema: 3 is not of type 'string'",
+        f"{path}: source.format: 'csv' is not one of ['json', 'text']",
+    )
+
+
+def test_not_yaml_names_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "shop", GOOD.replace("keys: [id]", "keys: [id"))
+    (line,) = problems(path)
+    assert line.startswith(f"{path}: line 9: not valid YAML (")
+
+
+def test_scan_keeps_good_specs_and_refuses_clashes(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    write(mine, "shop", GOOD)
+    events = write(mine, "events", (SEED_DIR / "events.yaml").read_text())
+    clash = write(mine, "zshop", GOOD.replace("name: shop", "name: zshop"))
+    broken = write(mine, "broken", "name: [\n")
+    found = scan([SEED_DIR, mine])
+    assert sorted(found.specs) == ["activity", "events", "lines", "sensors", "shop"]
+    assert found.specs["events"].file == SEED_DIR / "events.yaml"
+    assert set(found.problems) == {events, clash, broken}
+    hourly, sliding = "events_action_hourly", "events_action_sliding"
+    seed = SEED_DIR / "events.yaml"
+    assert found.problems[events] == (
+        f"{events}: name: dataset 'events' is already declared in {seed}",
+        f"{events}: silver: table '{hourly}' is already declared in {seed}",
+        f"{events}: silver: table '{sliding}' is already declared in {seed}",
+    )
+    assert found.problems[clash] == (
+        f"{clash}: silver: table 'shop_hourly' is already declared in {mine / 'shop.yaml'}",
+    )
+
+
+def test_scan_refuses_a_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"datasets folder .* does not exist"):
+        scan([tmp_path / "nowhere"])
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("5 seconds", 5),
+        ("1 minute", 60),
+        ("10 minutes", 600),
+        ("2 hours", 7200),
+        ("1 day", 86400),
+        ("1 week", 604800),
+        ("0 seconds", 0),
+    ],
+)
+def test_interval_seconds(text: str, seconds: int) -> None:
+    assert interval_seconds(text) == seconds
+
+
+def test_interval_seconds_refuses_other_forms() -> None:
+    with pytest.raises(ConfigError, match="interval '1h' is not of the form"):
+        interval_seconds("1h")
