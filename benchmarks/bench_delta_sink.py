@@ -65,10 +65,8 @@ def generate(directory: Path, events: int = EVENTS, files: int = FILES, seed: in
 def events_stream(spark: SparkSession, landing: Path) -> DataFrame:
     from pyspark.sql import functions as F
 
-    from jobs.datasets.events import RECORD_SCHEMA
-
     return (
-        spark.readStream.schema(RECORD_SCHEMA)
+        spark.readStream.schema("time BIGINT, action STRING")  # jobs/datasets/events.yaml
         .json(str(landing))
         .withColumn("event_time", F.col("time").cast("timestamp"))
         .withColumn("event_date", F.to_date("event_time"))

@@ -5,7 +5,7 @@ and appends one increment at a time, as an hourly schedule would: `SIGNALS_PER_H
 the sensors generator's 20 devices (about 75 minutes of event time), thinned to every `THIN`-th
 (`ROWS_PER_INCREMENT` rows, a signal per device about every 10 seconds, so that 30 increments
 run in minutes), one bronze commit. The bronze table is created and appended to through
-delta-spark, as the bronze job does (`delta_tables.registry.ensure_table`, then
+delta-spark, as the bronze job does (`delta_tables.catalog.ensure_table`, then
 `delta_tables.writes.append` partitioned by `event_date`, one app transaction per increment);
 delta-rs only reads (table sizes, the MERGE commits' metrics). After each increment, it runs
 `runoff silver sensors` (`run_silver`: `sensors_device_counts`, `sensors_type_signal`,
@@ -65,10 +65,9 @@ APP_ID = "bench-silver-incremental"
 
 def increments() -> list[list[Any]]:
     """The generator's records of one hour per increment (time-ordered), every THIN-th kept."""
-    from jobs.datasets import get_dataset
+    from jobs.samples import GENERATORS
 
-    spec = get_dataset(DATASET).generator
-    assert spec is not None
+    spec = GENERATORS[DATASET]
     rng = random.Random(f"runoff/{DATASET}/{SEED}/records")
     built: list[list[Any]] = spec.build(rng, START, INCREMENTS + WARMUP, SIGNALS_PER_HOUR)
     return [records[::THIN] for records in built]
@@ -146,8 +145,8 @@ def main() -> dict[str, Any]:
 
     from benchmarks.result import load_average, metric, write_result
     from core.config import RunoffConfig
-    from delta_tables.registry import bronze_table, ensure_table
-    from jobs.datasets import get_dataset
+    from delta_tables.catalog import Catalog, ensure_table
+    from jobs.dataset import load_dataset
     from jobs.silver import run_silver
     from jobs.spark import get_spark
 
@@ -156,10 +155,11 @@ def main() -> dict[str, Any]:
     shutil.rmtree(WORK, ignore_errors=True)
     (WORK / "home").mkdir(parents=True)
     config = RunoffConfig.from_sources(home=WORK / "home", spark_master="local[2]", env={})
-    dataset = get_dataset(DATASET)
-    schema = to_arrow_schema(dataset.full_bronze_schema, timezone="UTC")
+    catalog = Catalog.load(config)
     spark = get_spark(app_name="runoff-bench-silver", config=config)
-    ensure_table(spark, bronze_table(config, dataset))
+    dataset = load_dataset(catalog, DATASET)
+    schema = to_arrow_schema(dataset.full_bronze_schema, timezone="UTC")
+    ensure_table(spark, catalog.tables(DATASET).bronze, dataset.full_bronze_schema)
     tables = [agg.table for agg in dataset.aggregates]
     counts_table = "sensors_device_counts"
     per_increment: list[dict[str, Any]] = []

@@ -1,7 +1,7 @@
 """Validation cost follows the rows a run added, not the size of the table.
 
 Builds an `events` bronze table in a temporary runoff home through delta-spark, as the bronze
-job does (`delta_tables.registry.ensure_table`, then `delta_tables.writes.append` partitioned by
+job does (`delta_tables.catalog.ensure_table`, then `delta_tables.writes.append` partitioned by
 `event_date`: one version per simulated run of `ROWS_PER_VERSION` rows), and times
 `validate_dataset` (which reads with delta-rs and checks with Great Expectations):
 - on a small table (`SMALL_VERSIONS` versions): the first (whole-table) validation, then a
@@ -89,7 +89,8 @@ def serve_writes(home: Path) -> None:
     """The writer child: create the bronze table, answer `ready`, then for each `<first>
     <count>` line on stdin append those versions and answer the seconds it took."""
     from core.config import RunoffConfig
-    from delta_tables.registry import bronze_table, ensure_table
+    from delta_tables.catalog import Catalog, ensure_table
+    from jobs.dataset import load_dataset
     from jobs.spark import get_spark
 
     # Answers go to the original stdout; anything else written there (the JVM inherits the
@@ -99,7 +100,9 @@ def serve_writes(home: Path) -> None:
     config = RunoffConfig.from_sources(home=home, spark_master="local[2]", env={})
     spark = get_spark(app_name="bench-validate-writer", config=config)
     try:
-        ensure_table(spark, bronze_table(config, "events"))
+        catalog = Catalog.load(config)
+        schema = load_dataset(catalog, "events").full_bronze_schema
+        ensure_table(spark, catalog.tables("events").bronze, schema)
         print("ready", file=answers, flush=True)
         for line in sys.stdin:
             first, count = (int(x) for x in line.split())
