@@ -70,10 +70,11 @@ def test_demo_runs_reports_and_is_idempotent(
     out = capsys.readouterr().out
     assert re.search(r"events\s+│\s+1,000\s+│\s+10\s+│\s+events_action_hourly", out), out
 
-    # The report of a real run: five charts, one point per hour on each action's line.
+    # The report of a real run: one chart per silver measure (events: two tables, one measure
+    # each) and four run/quality charts; one point per hour on each action's line.
     assert first.report == config.home / "reports" / "events.html"
     dom = dump_dom(first.report)
-    assert dom.count('<svg class="chart"') == 5
+    assert dom.count('<svg class="chart"') == 2 + 4
     silver = re.search(r'<svg class="chart" data-chart="silver0".*?</svg>', dom, re.S)
     assert silver is not None
     lines = re.findall(
