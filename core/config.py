@@ -1,6 +1,6 @@
 """Configuration: one frozen dataclass built once (flags > environment > defaults).
 
-Every path of the home directory layout (DESIGN.md) is derived here so that no other module
+Every path of the home directory layout (README, "Home directory") is derived here so that no other module
 joins path strings by hand.
 """
 
@@ -61,7 +61,7 @@ class RunoffConfig:
 
     home: Path
     spark_master: str = "local[*]"
-    # Fixed once per checkpoint: stateful queries persist this number (DESIGN.md).
+    # Fixed once per checkpoint: stateful queries persist this number in their checkpoint.
     shuffle_partitions: int = 4
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     checkpoint_interval: int = 10

@@ -46,7 +46,7 @@ def airflow_env(
     """The environment of every Airflow process: settings already in `base` win, except paths.
 
     The venv's `bin` leads PATH: `airflow standalone` starts its components as `airflow ...` and
-    the Spark tasks run `spark-submit`, both found there (DESIGN.md).
+    the Spark tasks run `spark-submit`, both found there.
     """
     env = dict(os.environ if base is None else base)
     bin_dir = str(Path(sys.executable).parent)

@@ -1,7 +1,8 @@
-"""runoff's Delta tables: the table registry, exactly-once writes and maintenance through
+"""runoff's Delta tables: the table catalog, exactly-once writes and maintenance through
 delta-spark, and Spark-free reads through delta-rs.
 
-- `registry`: every table's name, path, schema, partitioning; `ensure_tables` creates them.
+- `catalog`: every dataset's tables (names, paths, checkpoints, keys, partitioning);
+  `ensure_table` creates one. `schemas`: the fixed schemas (bronze metadata, quarantine).
 - `writes`: `append` and `merge` carrying app transactions; `table_version`, `committed_version`.
 - `maintenance`: OPTIMIZE, VACUUM and checkpoints.
 - `ops`: the append-only operations tables (run ledger, quality results history).

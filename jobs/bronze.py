@@ -4,10 +4,12 @@ Input: every file under `landing/<dataset>/` (recursive; hidden `.`/`_` files, s
 still being placed, are skipped), read as lines of text (`\\n`-separated) by Structured
 Streaming's file source, so that every line is accounted for.
 Output:
-- `delta/bronze/<dataset>`: one row per valid record: the dataset's bronze columns
-  (`Dataset.bronze_schema`, via `Dataset.to_bronze`) plus `event_time`, `event_date`,
-  `_source_file` (the landing file's URI), `_ingested_at`, `_batch_id`; partitioned by
-  `event_date`.
+- `delta/bronze/<dataset>`: one row per valid record: the dataset's bronze columns (the
+  spec's record fields, renamed or selected: `Dataset.bronze_columns()`) plus `event_time`,
+  `event_date`, `_source_file` (the landing file's URI), `_ingested_at`, `_batch_id`, and
+  `_rescued_data` (the fields the schema does not declare, as a JSON object; `schema_evolution:
+  rescue`); partitioned by `event_date`. With `add_columns` unknown fields become STRING
+  columns (Delta schema evolution); with `fail` a batch holding one fails the run, naming it.
 - `delta/quarantine/<dataset>`: one row per malformed line (`QUARANTINE_SCHEMA`): `_raw` (the
   line; invalid UTF-8 bytes replaced by U+FFFD), `_error` (why), `_source_file`, `_line_number`
   (1-based, counting every line of the file), `_ingested_at`, `_batch_id`; partitioned by
@@ -16,12 +18,12 @@ Blank lines (empty or whitespace only) are neither. For every landing file:
 bronze rows + quarantined rows = its non-blank lines.
 
 A line is a valid record (the landing line contract of `jobs/generate.py`) when it is valid
-UTF-8, one JSON object (nothing but whitespace after it), every field of `RECORD_SCHEMA` present
-has its JSON type (integer for long, number for double, string for string, a timestamp string
-for timestamp: no silent coercion of a number to a string or a timestamp), every required field
-is present and not null and the event time is known. Text datasets (`lines`): the line itself
-is the record; it needs valid UTF-8 and an event time (the `date=YYYY-MM-DD` folder). `_error`
-is one of `ERRORS`, followed for types and missing fields by the columns at fault. Where Spark's
+UTF-8, one JSON object (nothing but whitespace after it), every field of the spec's schema
+present has its JSON type (integer for long, number for double, string for string, a timestamp
+string for timestamp: no silent coercion of a number to a string or a timestamp), every required
+field is present and not null, the event time is known and every row rule of the spec holds.
+Text datasets (`lines`): the line itself is the record; it needs valid UTF-8 and an event time.
+`_error` is one of `ERRORS`, followed for types and missing fields by the columns at fault. Where Spark's
 JSON reader is more lenient than Python's `json` module this job follows Spark: a timestamp
 string is anything Spark parses as one (ISO-8601 forms; no zone means UTC), and a second JSON
 value after the object on the same line (`{...}{...}`) is not detected.

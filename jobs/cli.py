@@ -1,4 +1,4 @@
-"""The `runoff` command line (DESIGN.md, "CLI contract").
+"""The `runoff` command line (README, "Commands").
 
 Each command lives in its own module and exposes `cmd_<name>(config, args) -> int`; this module
 parses arguments, builds the configuration once and turns errors into one line on stderr and a
