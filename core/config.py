@@ -1,7 +1,7 @@
 """Configuration: one frozen dataclass built once (flags > environment > defaults).
 
-Every path of the home directory layout (README, "Home directory") is derived here so that no other module
-joins path strings by hand.
+Every path of the home directory layout (README, "Home directory") is derived here so that no
+other module joins path strings by hand.
 """
 
 from __future__ import annotations

@@ -17,16 +17,16 @@ Output:
 Blank lines (empty or whitespace only) are neither. For every landing file:
 bronze rows + quarantined rows = its non-blank lines.
 
-A line is a valid record (the landing line contract of `jobs/generate.py`) when it is valid
-UTF-8, one JSON object (nothing but whitespace after it), every field of the spec's schema
-present has its JSON type (integer for long, number for double, string for string, a timestamp
-string for timestamp: no silent coercion of a number to a string or a timestamp), every required
-field is present and not null, the event time is known and every row rule of the spec holds.
-Text datasets (`lines`): the line itself is the record; it needs valid UTF-8 and an event time.
-`_error` is one of `ERRORS`, followed for types and missing fields by the columns at fault. Where Spark's
-JSON reader is more lenient than Python's `json` module this job follows Spark: a timestamp
-string is anything Spark parses as one (ISO-8601 forms; no zone means UTC), and a second JSON
-value after the object on the same line (`{...}{...}`) is not detected.
+A line is a valid record (the landing line contract of `jobs/generate.py`) when it is valid UTF-8,
+one JSON object (nothing but whitespace after it), every field of the spec's schema present has its
+JSON type (integer for long, number for double, string for string, a timestamp string for
+timestamp: no silent coercion of a number to a string or a timestamp), every required field is
+present and not null, the event time is known and every row rule of the spec holds. Text datasets
+(`lines`): the line itself is the record; it needs valid UTF-8 and an event time. `_error` is one
+of `ERRORS`, followed for types and missing fields by the columns at fault. Where Spark's JSON
+reader is more lenient than Python's `json` module this job follows Spark: a timestamp string is
+anything Spark parses as one (ISO-8601 forms; no zone means UTC), and a second JSON value after the
+object on the same line (`{...}{...}`) is not detected.
 
 Trigger: `availableNow` by default (everything that has landed, in micro-batches of at most
 `--max-files-per-trigger` files / `--max-bytes-per-trigger` bytes) or `once` (one batch, rate
