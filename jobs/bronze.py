@@ -559,6 +559,7 @@ class BronzeBatch:
         self.checkpoint = checkpoint
         self.progress = progress
         self.added_columns: list[str] = []  # schema_evolution add_columns: added by this run
+        self.widen: list[str] = []  # declared columns the table lacks (the spec gained fields)
         self._app_id: str | None = None
 
     @property
@@ -595,7 +596,7 @@ class BronzeBatch:
                     partition_by=["event_date"],
                     app_id=self.app_id,
                     version=batch_id,
-                    merge_schema=bool(extra),
+                    merge_schema=bool(extra or self.widen),
                 )
                 logger.debug("batch %s: bronze written at %.2f s", batch_id, elapsed(started))
             if counts.bad and not quarantine_done:
@@ -708,6 +709,15 @@ def run(
         ensure_table(spark, bronze, dataset.full_bronze_schema)
         ensure_table(spark, quarantine)
         batches = BronzeBatch(catalog, dataset, checkpoint, progress)
+        # Fields declared since the table was created: the next append adds them.
+        existing = spark.read.format("delta").load(str(bronze.path)).columns
+        batches.widen = [c for c in dataset.full_bronze_schema.fieldNames() if c not in existing]
+        if batches.widen:
+            record.details["declared_columns"] = batches.widen
+            say(
+                f"{job}: the spec declares new columns {', '.join(batches.widen)}: "
+                "bronze gains them"
+            )
         function = BatchFunction(batches)
         try:
             run_query(

@@ -339,3 +339,96 @@ def test_check_refuses_a_bad_spec_naming_file_key_and_problem(
     assert runoff("bronze", "orders") == 2
     assert not (home / "delta" / "bronze" / "orders").exists()
     assert lines[0] in capsys.readouterr().err
+
+
+def test_add_columns_widens_bronze_and_silver_keeps_running(
+    spark: SparkSession,
+    orders_config: RunoffConfig,
+    specs: Path,
+    home: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (specs / "orders.yaml").write_text(
+        SPEC.replace(
+            "required: [order_id, ts, store]",
+            "required: [order_id, ts, store]\nschema_evolution: add_columns",
+        )
+    )
+    first = order_lines(0, 10, START)  # orders 0 and 5 carry coupon and channel
+    land(home, "part-0001.json", first)
+    assert runoff("bronze", "orders") == 0
+    assert runoff("silver", "orders") == 0
+    out = capsys.readouterr().out
+    assert (
+        "bronze orders: bronze gained columns channel, coupon (schema_evolution: add_columns" in out
+    )
+
+    second = order_lines(10, 10, START + timedelta(minutes=70))
+    second[0] = second[0][:-1] + ', "gift": true}'
+    land(home, "part-0002.json", second)
+    assert runoff("run", "orders") == 0
+    assert "bronze gained columns gift " in capsys.readouterr().out
+
+    columns = [*FIELDS, "event_time", "event_date", "channel", "coupon", "gift"]
+    got = table(home / "delta/bronze/orders", columns, ["order_id"])
+    want = []
+    for line in first + second:
+        value = json.loads(line)
+        moment = datetime.fromisoformat(value["ts"].replace("Z", "+00:00"))
+        want.append(
+            {
+                **{f: value.get(f) for f in FIELDS},
+                "event_time": moment.replace(tzinfo=None),
+                "event_date": moment.date(),
+                # unknown fields arrive as text: strings as they are, other values as JSON
+                **{
+                    k: None
+                    if k not in value
+                    else value[k]
+                    if isinstance(value[k], str)
+                    else json.dumps(value[k])
+                    for k in ("channel", "coupon", "gift")
+                },
+            }
+        )
+    assert got == sorted(want, key=lambda r: r["order_id"])
+    assert "_rescued_data" not in read_arrow(str(home / "delta/bronze/orders")).column_names
+    bronze = expected_bronze(first + second)
+    hour = timedelta(hours=1)
+    hourly = ["window_start", "window_end", "store", "orders", "revenue", "max_items"]
+    assert table(home / "delta/silver/orders_store_hourly", hourly, ["window_start", "store"]) == (
+        expected_silver(bronze, hour, hour, sliding=False)
+    )
+
+
+def test_fail_stops_the_run_naming_the_new_fields_and_keeps_the_checkpoint(
+    spark: SparkSession,
+    orders_config: RunoffConfig,
+    specs: Path,
+    home: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    strict = SPEC.replace(
+        "required: [order_id, ts, store]", "required: [order_id, ts, store]\nschema_evolution: fail"
+    )
+    (specs / "orders.yaml").write_text(strict)
+    lines = order_lines(0, 10, START)
+    land(home, "part-0001.json", lines)
+    assert runoff("bronze", "orders") == 1
+    err = capsys.readouterr().err
+    assert "orders: records carry fields the schema does not declare: channel, coupon" in err
+    assert read_arrow(str(home / "delta/bronze/orders")).num_rows == 0
+
+    # Declared, the same file goes in on the next run: the failed batch was never committed.
+    declared = strict.replace("items INT", "items INT, coupon STRING, channel INT")
+    (specs / "orders.yaml").write_text(declared)
+    assert runoff("bronze", "orders") == 0
+    got = table(home / "delta/bronze/orders", ["order_id", "coupon", "channel"], ["order_id"])
+    assert got == [
+        {
+            "order_id": json.loads(line)["order_id"],
+            "coupon": json.loads(line).get("coupon"),
+            "channel": json.loads(line).get("channel"),
+        }
+        for line in lines
+    ]
