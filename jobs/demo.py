@@ -104,7 +104,6 @@ def generate_if_new(
         say(f"generate {dataset}: {existing} landing files already there, none added")
         return existing, 0, 0
     if sizes is None:
-        say(f"generate {dataset}: no sample-data generator; runs on the files in {landing}")
         return 0, 0, 0
     written = generate_dataset(config, dataset, seed=DEMO_SEED, **sizes)
     say(summary_line(dataset, written, landing))
@@ -139,6 +138,9 @@ def run_demo(
         try:
             size = sizes[dataset] if sizes is not None else demo_sizes(dataset)
             existing, files, records = generate_if_new(config, dataset, size)
+            if not existing and not files:  # a declared dataset with nothing landed yet
+                report(f"demo {dataset}: no landing files and no generator: skipped")
+                continue
             outcome.landing_files_before = existing
             outcome.generated_files, outcome.generated_records = files, records
             result = run_pipeline(spark, config, dataset, report=report)

@@ -432,3 +432,13 @@ def test_fail_stops_the_run_naming_the_new_fields_and_keeps_the_checkpoint(
         }
         for line in lines
     ]
+
+
+def test_demo_skips_a_declared_dataset_with_nothing_landed(
+    spark: SparkSession, orders_config: RunoffConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobs.demo import demo_sizes, run_demo
+
+    assert demo_sizes("orders") is None  # no generator: users bring their own files
+    assert run_demo(spark, orders_config, datasets=("orders",)) == []
+    assert "demo orders: no landing files and no generator: skipped" in capsys.readouterr().out
