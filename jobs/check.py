@@ -289,9 +289,9 @@ def print_plan(plan: DatasetPlan, schedule: str | None) -> None:
             grid.add_row(name, kind, role)
         console.print(grid)
         for line in table.details:
-            console.print(f"    {line}")
+            console.print(f"    {line}", markup=False)
         for line in table.expectations:
-            console.print(f"    expect {line}")
+            console.print(f"    expect {line}", markup=False)
 
 
 def check_specs(spark: SparkSession, catalog: Catalog) -> tuple[list[DatasetPlan], list[str]]:

@@ -45,12 +45,10 @@ def run_pipeline(
     from jobs.bronze import BronzeOptions
     from jobs.bronze import run as run_bronze
     from jobs.silver import run_silver
-    from jobs.streaming import summary_line
     from quality.runner import render_summary, validate_dataset
 
     started = time.perf_counter()
-    bronze = run_bronze(spark, config, dataset, BronzeOptions())
-    report(summary_line(f"bronze {dataset}", bronze))
+    bronze = run_bronze(spark, config, dataset, BronzeOptions())  # prints its own summary
     silver = run_silver(spark, config, dataset, report=report)
     validation = validate_dataset(config, dataset)
     render_summary(validation)

@@ -138,7 +138,7 @@ def min_length(column: str, severity: Severity, why: str) -> Expectation:
 def declared(expectations: tuple[DeclaredExpectation, ...]) -> list[Expectation]:
     """The spec's own expectations as GX objects (`expect` is the snake_case GX name).
 
-    Severity `quarantine` is reported like `warning` here; the bronze job quarantines the rows.
+    Severity `quarantine` is reported like `warning`: no rows are moved to quarantine yet.
     """
     built = []
     for item in expectations:

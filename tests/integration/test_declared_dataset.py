@@ -271,6 +271,12 @@ def test_a_declared_dataset_runs_end_to_end(
     assert report == home / "reports" / "orders.html"
     assert "orders_store_hourly" in page and "orders_store_sliding" in page
 
+    # A backfill of the day re-reads its files (landing and archive): the same tables again.
+    assert runoff("backfill", "orders", "--start", "2024-05-01", "--end", "2024-05-02") == 0
+    assert_tables(home, first + second, BAD_LINES, BAD_REASONS)
+    assert runoff("maintain", "orders") == 0
+    assert_tables(home, first + second, BAD_LINES, BAD_REASONS)
+
 
 def test_a_failing_declared_expectation_fails_validate(
     spark: SparkSession, orders_config: RunoffConfig, home: Path
