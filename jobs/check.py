@@ -24,7 +24,7 @@ from core.console import console, say
 from core.errors import ConfigError
 from core.specs import DatasetSpec
 from delta_tables.catalog import Catalog
-from jobs.dataset import Dataset, SilverAggregate, compile_dataset
+from jobs.dataset import Dataset, SilverAggregate, compile_dataset, selected
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -199,11 +199,10 @@ def _resolve_silver(
     if s.transform is None:
         rows: DataFrame | None = bronze
         if s.select:
-            carried = ["event_time"] if s.window else []
             rows = check.attempt(
                 f"{key}.select",
                 bronze.columns,
-                lambda: bronze.select(*carried, *[F.expr(e) for e in s.select]),
+                lambda: bronze.select(*selected(s)),
             )
         if rows is not None and s.where:
             where, condition = rows, s.where

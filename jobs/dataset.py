@@ -56,6 +56,14 @@ def load_transform(reference: str) -> Transform:
     return function
 
 
+def selected(spec: SilverSpec) -> list[Column]:
+    """A silver table's `select` list, with `event_time` carried along for the window (unless
+    the list keeps every column with `*`)."""
+    keep_all = any(e.strip() == "*" for e in spec.select)
+    carried = [F.col("event_time")] if spec.window and not keep_all else []
+    return [*carried, *[F.expr(e) for e in spec.select]]
+
+
 @dataclass(frozen=True)
 class SilverAggregate:
     """One silver table: bronze rows -> one row per window and key (see the module doc)."""
@@ -97,8 +105,7 @@ class SilverAggregate:
             return load_transform(s.transform)(bronze, watermark)
         rows = bronze.withWatermark("event_time", watermark) if s.window else bronze
         if s.select:
-            carried = ["event_time"] if s.window else []
-            rows = rows.select(*carried, *[F.expr(e) for e in s.select])
+            rows = rows.select(*selected(s))
         if s.where:
             rows = rows.where(F.expr(s.where))
         groups: list[Column] = [F.col(k) for k in s.keys]

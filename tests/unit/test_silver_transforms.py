@@ -398,6 +398,26 @@ def test_select_where_having_and_window_date(spark: SparkSession) -> None:
     assert len(got) == len(expected)
 
 
+def test_a_select_with_star_keeps_the_event_time_once(spark: SparkSession) -> None:
+    spec = SilverSpec(
+        table="events_star",
+        window="1 hour",
+        keys=("act",),
+        select=("*", "lower(action) AS act"),
+        measures=(("n", "count(*)"),),
+    )
+    dataset, (aggregate,) = events_with(spec)
+    rows = events_rows(seed=14, n=100)
+    counts: Counter[tuple[datetime, str]] = Counter(
+        (tumbling(r["time"] * SECOND, 3600 * SECOND)[0], r["action"].lower()) for r in rows
+    )
+
+    got = normalized(collect(aggregate.transform(bronze(spark, "events", rows), dataset.watermark)))
+
+    assert list(got[0]) == ["window_start", "window_end", "act", "n"]
+    assert {(r["window_start"], r["act"]): r["n"] for r in got} == dict(counts)
+
+
 def test_a_table_without_a_window_is_keyed_by_its_keys_alone(spark: SparkSession) -> None:
     spec = SilverSpec(
         table="events_per_action",
