@@ -7,15 +7,18 @@
 - `merge(source, path, ...)`: `DeltaTable.merge` inside `foreachBatch`, distributed, guarded the
   same way through the `spark.databricks.delta.write.txnAppId/txnVersion` session confs.
 - `table_version`, `committed_version`, `already_committed`: what a table holds, read through
-  delta-rs (no Spark), so callers can decide before computing anything.
+  delta-rs (no Spark), so callers can decide before computing anything; `app_transactions`:
+  every app id a table holds (read from the log: delta-rs answers per app id only).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -46,6 +49,43 @@ def committed_version(path: str | os.PathLike[str], app_id: str) -> int | None:
         return None
     version = DeltaTable(os.fspath(path)).transaction_version(app_id)
     return None if version is None else int(version)
+
+
+def app_transactions(path: str | os.PathLike[str]) -> dict[str, int]:
+    """Every app id with its last committed `txnVersion`, read from the table's log.
+
+    delta-rs answers only for a known app id, so the log is scanned: the last checkpoint's
+    `txn` column, then the JSON commits after it (later commits win).
+    """
+    log = Path(path) / "_delta_log"
+    if not log.is_dir():
+        return {}
+    found: dict[str, int] = {}
+    after = -1
+    last = log / "_last_checkpoint"
+    if last.is_file():
+        import pyarrow.parquet as pq
+
+        try:
+            after = int(json.loads(last.read_text())["version"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"cannot read {last}: {exc}") from exc
+        for part in sorted(log.glob(f"{after:020d}.checkpoint*.parquet")):
+            txns = pq.read_table(part, columns=["txn"]).column("txn").to_pylist()
+            for txn in txns:
+                if txn and txn.get("appId") is not None:
+                    found[txn["appId"]] = int(txn["version"])
+    commits = sorted((int(p.name[:20]), p) for p in log.glob("*.json") if p.name[:20].isdigit())
+    for version, commit in commits:
+        if version <= after:
+            continue
+        for line in commit.read_text().splitlines():
+            if '"txn"' not in line:
+                continue
+            txn = json.loads(line).get("txn")
+            if txn and txn.get("appId") is not None:
+                found[txn["appId"]] = int(txn["version"])
+    return found
 
 
 def already_committed(path: str | os.PathLike[str], app_id: str, version: int) -> bool:

@@ -9,7 +9,6 @@ the query; it never starts Spark itself.
 API (small on purpose):
 - `trigger_kwargs(trigger)`: `DataStreamWriter.trigger(**...)` arguments of a CLI trigger name.
 - `read_query_id(checkpoint)`: the query id of a checkpoint, None before its first start.
-- `app_transactions(path)`: every app id a Delta table holds with its last committed batch.
 - `guard_checkpoint(...)`: refuse a checkpoint that belongs to other tables, or a missing
   checkpoint whose tables already hold another stream's batches, naming the remedy.
 - `BatchProgress` + `batch_line()` and `summary_line()`: the progress line printed per
@@ -36,6 +35,7 @@ from core.console import say
 from core.errors import ConfigError, RunoffError
 from core.ledger import RunRecord
 from delta_tables.ops import append_run
+from delta_tables.writes import app_transactions
 from jobs import interrupts
 
 if TYPE_CHECKING:
@@ -70,43 +70,6 @@ def read_query_id(checkpoint: Path) -> str | None:
     except (OSError, ValueError, AttributeError) as exc:
         raise RunoffError(f"cannot read the query id from {path}: {exc}") from exc
     return query_id if isinstance(query_id, str) and query_id else None
-
-
-def app_transactions(path: Path) -> dict[str, int]:
-    """Every app id with its last committed `txnVersion`, read from the table's log.
-
-    delta-rs answers only for a known app id, so the log is scanned: the last checkpoint's
-    `txn` column, then the JSON commits after it (later commits win).
-    """
-    log = path / "_delta_log"
-    if not log.is_dir():
-        return {}
-    found: dict[str, int] = {}
-    after = -1
-    last = log / "_last_checkpoint"
-    if last.is_file():
-        import pyarrow.parquet as pq
-
-        try:
-            after = int(json.loads(last.read_text())["version"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise RunoffError(f"cannot read {last}: {exc}") from exc
-        for part in sorted(log.glob(f"{after:020d}.checkpoint*.parquet")):
-            txns = pq.read_table(part, columns=["txn"]).column("txn").to_pylist()
-            for txn in txns:
-                if txn and txn.get("appId") is not None:
-                    found[txn["appId"]] = int(txn["version"])
-    commits = sorted((int(p.name[:20]), p) for p in log.glob("*.json") if p.name[:20].isdigit())
-    for version, commit in commits:
-        if version <= after:
-            continue
-        for line in commit.read_text().splitlines():
-            if '"txn"' not in line:
-                continue
-            txn = json.loads(line).get("txn")
-            if txn and txn.get("appId") is not None:
-                found[txn["appId"]] = int(txn["version"])
-    return found
 
 
 def guard_checkpoint(
@@ -149,7 +112,10 @@ def guard_checkpoint(
 
     held: dict[str, int] = {}
     for path in tables.values():
-        held.update(app_transactions(path))
+        try:
+            held.update(app_transactions(path))
+        except ValueError as exc:
+            raise RunoffError(str(exc)) from exc
     if held and query_id not in held:
         app_id, batch = max(held.items(), key=lambda item: item[1])
         table = ", ".join(str(p) for p in tables.values())
