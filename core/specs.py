@@ -42,6 +42,16 @@ BRONZE_METADATA_COLUMNS = (
     "_batch_id",
     "_rescued_data",
 )
+# Row-level expectations that severity `quarantine` turns into bronze row rules (their SQL:
+# `jobs.dataset.expectation_rule`); GX skips nulls for all but not_null, and so do the rules.
+QUARANTINE_EXPECTATIONS = (
+    "expect_column_values_to_not_be_null",
+    "expect_column_values_to_be_between",
+    "expect_column_values_to_be_in_set",
+    "expect_column_values_to_not_be_in_set",
+    "expect_column_value_lengths_to_be_between",
+    "expect_column_values_to_match_regex",
+)
 WINDOW_COLUMNS = ("window_start", "window_end")
 # Airflow's schedule presets (a spec may also give a cron expression, or null: manual runs only).
 SCHEDULE_PRESETS = (
@@ -245,6 +255,23 @@ def _rule_problems(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
     for old, new in ((doc.get("bronze") or {}).get("rename") or {}).items():
         if new in BRONZE_METADATA_COLUMNS:
             problems.append((f"bronze.rename.{old}", f"{new!r} is a column runoff adds itself"))
+    for table, items in (doc.get("expectations") or {}).items():
+        for i, item in enumerate(items):
+            if item.get("severity") != "quarantine":
+                continue
+            key = f"expectations.{table}[{i}].severity"
+            if table != "bronze":
+                problems.append((key, "quarantine moves bronze rows: use it on bronze"))
+            elif item["expect"] not in QUARANTINE_EXPECTATIONS:
+                problems.append(
+                    (
+                        key,
+                        f"quarantine needs a row-level expectation: one of "
+                        f"{', '.join(QUARANTINE_EXPECTATIONS)}",
+                    )
+                )
+            elif not isinstance(item.get("column"), str):
+                problems.append((key, "quarantine needs the expectation's `column`"))
     schedule = doc.get("schedule")
     if isinstance(schedule, str) and not (
         schedule in SCHEDULE_PRESETS or croniter.is_valid(schedule)

@@ -14,14 +14,14 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from core.errors import ConfigError
-from core.specs import WINDOW_DATE, DatasetSpec, Rule, SilverSpec
+from core.specs import WINDOW_DATE, DatasetSpec, Expectation, Rule, SilverSpec
 from delta_tables.schemas import BRONZE_METADATA, RESCUED_DATA
 
 if TYPE_CHECKING:
@@ -35,6 +35,49 @@ def _spark() -> SparkSession:
     if spark is None:
         raise RuntimeError("a SparkSession must be running to build a dataset's columns")
     return spark
+
+
+def sql_literal(value: Any) -> str:
+    """A YAML scalar as a Spark SQL literal (strings quoted and escaped)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    raise ConfigError(f"{value!r} cannot be used in a row rule")
+
+
+def expectation_rule(expectation: Expectation) -> Rule:
+    """A row-level expectation as a bronze row rule named `<expect>(<column>)`: the SQL that holds
+    for the rows the expectation accepts (nulls pass, as in GX, except for not_null)."""
+    kwargs = expectation.kwargs
+    column = f"`{kwargs['column']}`"
+    kind = expectation.expect
+    if kind == "expect_column_values_to_not_be_null":
+        return Rule(f"{kind}({kwargs['column']})", f"{column} IS NOT NULL")
+    if kind == "expect_column_value_lengths_to_be_between":
+        measured = f"length({column})"
+    else:
+        measured = column
+    if kind in ("expect_column_values_to_be_between", "expect_column_value_lengths_to_be_between"):
+        bounds = []
+        if kwargs.get("min_value") is not None:
+            op = ">" if kwargs.get("strict_min") else ">="
+            bounds.append(f"{measured} {op} {sql_literal(kwargs['min_value'])}")
+        if kwargs.get("max_value") is not None:
+            op = "<" if kwargs.get("strict_max") else "<="
+            bounds.append(f"{measured} {op} {sql_literal(kwargs['max_value'])}")
+        test = " AND ".join(bounds) or "true"
+    elif kind in ("expect_column_values_to_be_in_set", "expect_column_values_to_not_be_in_set"):
+        values = ", ".join(sql_literal(v) for v in kwargs["value_set"])
+        negation = "NOT " if kind.endswith("not_be_in_set") else ""
+        test = f"{column} {negation}IN ({values})"
+    elif kind == "expect_column_values_to_match_regex":
+        test = f"{column} RLIKE {sql_literal(kwargs['regex'])}"
+    else:
+        raise ConfigError(f"{kind} cannot quarantine rows")
+    return Rule(f"{kind}({kwargs['column']})", f"{column} IS NULL OR ({test})")
 
 
 def parse_ddl(ddl: str) -> StructType:
@@ -160,7 +203,13 @@ class Dataset:
 
     @property
     def rules(self) -> tuple[Rule, ...]:
-        return self.spec.rules
+        """The spec's row rules, then its bronze expectations of severity `quarantine`."""
+        derived = [
+            expectation_rule(e)
+            for e in self.spec.expectations_of("bronze")
+            if e.severity == "quarantine"
+        ]
+        return (*self.spec.rules, *derived)
 
     @property
     def rescues(self) -> bool:

@@ -138,7 +138,8 @@ def min_length(column: str, severity: Severity, why: str) -> Expectation:
 def declared(expectations: tuple[DeclaredExpectation, ...]) -> list[Expectation]:
     """The spec's own expectations as GX objects (`expect` is the snake_case GX name).
 
-    Severity `quarantine` is reported like `warning`: no rows are moved to quarantine yet.
+    Severity `quarantine`: bronze already sent the failing rows to quarantine (the expectation is
+    a row rule there, `jobs.dataset.expectation_rule`), so here it is reported like `warning`.
     """
     built = []
     for item in expectations:

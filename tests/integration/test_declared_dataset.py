@@ -448,3 +448,37 @@ def test_demo_skips_a_declared_dataset_with_nothing_landed(
     assert demo_sizes("orders") is None  # no generator: users bring their own files
     assert run_demo(spark, orders_config, datasets=("orders",)) == []
     assert "demo orders: no landing files and no generator: skipped" in capsys.readouterr().out
+
+
+def test_a_quarantine_expectation_moves_exactly_the_failing_rows(
+    spark: SparkSession, orders_config: RunoffConfig, specs: Path, home: Path
+) -> None:
+    (specs / "orders.yaml").write_text(
+        SPEC.replace(
+            "column: amount, min_value: 0,\n       severity: critical}",
+            "column: amount, min_value: 0,\n       severity: quarantine}\n"
+            "    - {expect: expect_column_values_to_be_in_set, column: items,"
+            " value_set: [1, 2, 3, 4], severity: quarantine}",
+        )
+    )
+    lines = order_lines(0, 40, START)
+    for i in (2, 3):
+        lines[i] = lines[i].replace('"amount": ', '"amount": -')
+    for i in (3, 7, 11):
+        lines[i] = lines[i].replace('"items": ', '"items": 9')  # 91..94: not in the set
+    land(home, "part-0001.json", lines)
+    assert runoff("run", "orders") == 0  # the bad rows are gone before validate looks
+
+    def broken(value: dict[str, Any]) -> list[str]:
+        names = []
+        if value["amount"] < 0:
+            names.append("expect_column_values_to_be_between(amount)")
+        if value["items"] not in (1, 2, 3, 4):
+            names.append("expect_column_values_to_be_in_set(items)")
+        return names
+
+    good = [line for line in lines if not broken(json.loads(line))]
+    bad = [line for line in lines if broken(json.loads(line))]
+    assert len(good) == 36 and len(bad) == 4  # 10 %: the quarantine share only warns
+    reasons = [f"rule failed: {', '.join(broken(json.loads(line)))}" for line in bad]
+    assert_tables(home, good, bad, reasons)

@@ -121,6 +121,23 @@ def test_defaults_of_a_minimal_spec(tmp_path: Path) -> None:
             "bronze.rename.id: 'event_time' is a column runoff adds itself",
         ),
         (("name: shop", "name: shops"), "name: 'shops' differs from the file name 'shop'"),
+        (
+            (
+                "silver:",
+                "expectations: {shop_hourly: [{expect: expect_column_values_to_not_be_null, "
+                "column: n, severity: quarantine}]}\nsilver:",
+            ),
+            "expectations.shop_hourly[0].severity: quarantine moves bronze rows: use it on bronze",
+        ),
+        (
+            (
+                "silver:",
+                "expectations: {bronze: [{expect: expect_column_mean_to_be_between, "
+                "column: amount, severity: quarantine}]}\nsilver:",
+            ),
+            "expectations.bronze[0].severity: quarantine needs a row-level expectation: one of "
+            "expect_column_values_to_not_be_null, ",
+        ),
     ],
 )
 def test_a_bad_spec_names_file_key_and_problem(
