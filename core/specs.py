@@ -65,6 +65,13 @@ SCHEDULE_PRESETS = (
     "@yearly",
 )
 WINDOW_DATE = "window_date"
+# `{expect: freshness, max_age: "<interval>"}`: a table's newest event time is at most max_age old
+# when it is validated. Not a GX expectation name: quality.suites builds it on a one-row frame.
+FRESHNESS = "freshness"
+# The column holding a table's event time ("newest event" = its max): bronze's event time, the
+# quarantine's ingestion time, a windowed silver table's window end (running totals have none).
+NEWEST_EVENT_COLUMNS = {"bronze": "event_time", "quarantine": "_ingested_at"}
+SILVER_NEWEST_EVENT_COLUMN = "window_end"
 
 
 def interval_seconds(text: str) -> int:
@@ -96,12 +103,24 @@ class Rule:
 
 @dataclass(frozen=True)
 class Expectation:
-    """A declared expectation: a GX expectation type, its arguments and what a failure does."""
+    """A declared expectation: a GX expectation type, its arguments and what a failure does.
+
+    `expect` is a snake_case GX name, or `freshness` with its `max_age` (an interval) apart from
+    `kwargs`."""
 
     table: str
     expect: str
     kwargs: Mapping[str, Any]
     severity: Severity = "warning"
+    max_age: str | None = None
+
+    @property
+    def is_freshness(self) -> bool:
+        return self.expect == FRESHNESS
+
+    @property
+    def max_age_seconds(self) -> int | None:
+        return interval_seconds(self.max_age) if self.max_age is not None else None
 
 
 @dataclass(frozen=True)
@@ -172,6 +191,13 @@ class DatasetSpec:
 
     def expectations_of(self, table: str) -> tuple[Expectation, ...]:
         return tuple(e for e in self.expectations if e.table == table)
+
+    def newest_event_column(self, table: str) -> str | None:
+        """The event-time column of `table` ("bronze", "quarantine" or a silver table): its max
+        is the table's newest event; None for a silver table without a window."""
+        if table in NEWEST_EVENT_COLUMNS:
+            return NEWEST_EVENT_COLUMNS[table]
+        return SILVER_NEWEST_EVENT_COLUMN if self.silver_spec(table).window else None
 
 
 @cache
@@ -255,8 +281,17 @@ def _rule_problems(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
     for old, new in ((doc.get("bronze") or {}).get("rename") or {}).items():
         if new in BRONZE_METADATA_COLUMNS:
             problems.append((f"bronze.rename.{old}", f"{new!r} is a column runoff adds itself"))
+    windowed = {s["table"] for s in doc.get("silver") or [] if s.get("window")}
     for table, items in (doc.get("expectations") or {}).items():
         for i, item in enumerate(items):
+            if item["expect"] == FRESHNESS and table in tables - windowed:
+                problems.append(
+                    (
+                        f"expectations.{table}[{i}].expect",
+                        "freshness needs an event time: a silver table without a window (a "
+                        "running total) has none",
+                    )
+                )
             if item.get("severity") != "quarantine":
                 continue
             key = f"expectations.{table}[{i}].severity"
@@ -296,12 +331,14 @@ def _spec_from(doc: Mapping[str, Any], file: Path) -> DatasetSpec:
     for table, items in (doc.get("expectations") or {}).items():
         for item in items:
             kwargs = {k: v for k, v in item.items() if k not in ("expect", "severity")}
+            max_age = kwargs.pop("max_age", None) if item["expect"] == FRESHNESS else None
             expectations.append(
                 Expectation(
                     table=table,
                     expect=item["expect"],
                     kwargs=kwargs,
                     severity=item.get("severity", "warning"),
+                    max_age=max_age,
                 )
             )
     return DatasetSpec(

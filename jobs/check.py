@@ -258,12 +258,20 @@ def _check_expectations(
         for argument in COLUMN_LIST_ARGUMENTS:
             if argument in item.kwargs:
                 check.known(f"{key}.{argument}", list(item.kwargs[argument]), columns)
+        if item.is_freshness:
+            # Not a GX name: the age of the table's newest event time (quality.suites.freshness).
+            column = check.spec.newest_event_column(table)
+            if column is None:
+                check.problem(f"{key}.expect", "freshness needs an event time: the table has none")
+                continue
+            check.known(f"{key}.expect", [column], columns)
         try:
             declared((item,))
         except (ConfigError, TypeError, ValueError) as exc:
             check.problem(key, str(exc).splitlines()[0])
             continue
-        arguments = ", ".join(f"{k}={v!r}" for k, v in item.kwargs.items())
+        kwargs = {"max_age": item.max_age, **item.kwargs} if item.is_freshness else item.kwargs
+        arguments = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
         plan.expectations.append(f"{item.expect}({arguments}) [{item.severity}]")
 
 

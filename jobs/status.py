@@ -2,9 +2,17 @@
 
 Input: the dataset's Delta tables (bronze, quarantine, silver), its Structured Streaming
 checkpoints, its landing folder and the run ledger. Output: one row per table (Delta version,
-exact row count, data files, last committed micro-batch of the checkpoint that writes it), the
-landing files not yet ingested, and the last runs; a rich table for people or, with `--json`,
-one JSON document whose keys are stable (absent tables report `null` versions and counts).
+exact row count, data files, last committed micro-batch of the checkpoint that writes it, newest
+event time, time of the last commit), the landing files not yet ingested (and the oldest of them
+by modification time), and the last runs; a rich table for people or, with `--json`, one JSON
+document whose keys are stable (absent tables report `null` versions and counts; times are
+ISO-8601 UTC strings or `null`).
+
+Freshness, per table: `newest_event_time` is the max of the table's event-time column
+(`newest_event_column`: bronze `event_time`, quarantine `_ingested_at`, windowed silver
+`window_end`, null for running totals), taken from the Delta file statistics (milliseconds,
+as Delta truncates them) and read from the column only when statistics are missing;
+`last_commit_at` is the commit timestamp of the table's latest version (`history(1)`).
 
 Spark-free on purpose (fast, usable while a run holds the locks): Delta tables are read with
 delta-rs, checkpoints are read as files. Two Spark checkpoint files are parsed here:
@@ -23,7 +31,7 @@ import argparse
 import json
 import os
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -142,6 +150,15 @@ def pending_files(files: Iterable[Path], ingested: set[str]) -> list[Path]:
     return [f for f in files if os.path.realpath(f) not in ingested]
 
 
+def oldest_file(files: Iterable[Path]) -> tuple[Path, datetime] | None:
+    """The file of `files` modified first (ties: the first path) and its modification time."""
+    dated = [(datetime.fromtimestamp(f.stat().st_mtime, UTC), f) for f in files]
+    if not dated:
+        return None
+    modified, path = min(dated, key=lambda pair: (pair[0], str(pair[1])))
+    return path, modified
+
+
 # -- Delta tables (delta-rs) -----------------------------------------------------------------
 def table_facts(ref: Table) -> dict[str, Any]:
     """Version, exact row count and data file count of one table (nulls if it does not exist)."""
@@ -159,8 +176,43 @@ def table_facts(ref: Table) -> dict[str, Any]:
     return facts
 
 
+def last_commit_at(table: Any) -> datetime | None:
+    """The commit timestamp of the latest version of a delta-rs table (None if unrecorded)."""
+    commits = table.history(1)
+    millis = commits[0].get("timestamp") if commits else None
+    return datetime.fromtimestamp(millis / 1000, UTC) if millis is not None else None
+
+
+def freshness_facts(ref: Table, column: str | None) -> dict[str, Any]:
+    """Newest event time (max of `column`, from file statistics when they cover every file) and
+    last commit time of one table, as aware UTC datetimes (None when absent or unknown)."""
+    facts: dict[str, Any] = {
+        "newest_event_column": column,
+        "newest_event_time": None,
+        "last_commit_at": None,
+    }
+    if not ref.exists:
+        return facts
+    from deltalake import DeltaTable
+
+    from quality.frames import column_max, utc
+
+    table = DeltaTable(str(ref.path))
+    if column is not None and column in table.schema().to_arrow().names:
+        facts["newest_event_time"] = utc(column_max(table, column))
+    facts["last_commit_at"] = last_commit_at(table)
+    return facts
+
+
 def _jsonable(value: Any) -> Any:
-    return value.isoformat() if isinstance(value, datetime) else value
+    if isinstance(value, datetime):
+        return (value.astimezone(UTC) if value.tzinfo else value).isoformat()
+    return value
+
+
+def _spec_key(ref: Table) -> str:
+    """How the spec names a table: `bronze`, `quarantine` or the silver table's name."""
+    return ref.layer if ref.layer in ("bronze", "quarantine") else ref.name
 
 
 def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -> dict[str, Any]:
@@ -168,8 +220,10 @@ def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -
     from delta_tables.ops import read_runs
 
     catalog = Catalog.load(config)
+    spec = catalog.spec(dataset)
     tables = []
     for ref in catalog.tables(dataset):
+        freshness = freshness_facts(ref, spec.newest_event_column(_spec_key(ref)))
         tables.append(
             {
                 "table": ref.name,
@@ -179,11 +233,13 @@ def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -
                 **table_facts(ref),
                 "checkpoint": str(ref.checkpoint) if ref.checkpoint else None,
                 "last_batch_id": last_batch_id(ref.checkpoint),
+                **{key: _jsonable(value) for key, value in freshness.items()},
             }
         )
     landing_dir = catalog.landing_dir(dataset)
     files = landing_files(landing_dir)
     pending = pending_files(files, ingested_files(bronze_checkpoint(config, dataset)))
+    oldest = oldest_file(pending)
     last_runs = read_runs(config.runs_path, dataset)[-runs:] if runs else []
     return {
         "dataset": dataset,
@@ -194,6 +250,8 @@ def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -
             "files": len(files),
             "pending": len(pending),
             "pending_files": [str(p.relative_to(landing_dir)) for p in pending],
+            "oldest_pending_file": str(oldest[0].relative_to(landing_dir)) if oldest else None,
+            "oldest_pending_modified_at": _jsonable(oldest[1]) if oldest else None,
         },
         "runs": [{key: _jsonable(run.get(key)) for key in RUN_KEYS} for run in reversed(last_runs)],
     }
@@ -203,6 +261,17 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _time_cell(value: str | None) -> str:
+    """An ISO-8601 UTC time of the document as `2024-03-01 12:00:00.123Z` (`-` for None)."""
+    if value is None:
+        return "-"
+    moment = datetime.fromisoformat(value).astimezone(UTC)
+    text = moment.strftime("%Y-%m-%d %H:%M:%S")
+    if moment.microsecond:
+        text += f".{moment.microsecond // 1000:03d}"
+    return text + "Z"
+
+
 def render_status(doc: dict[str, Any]) -> None:
     """Print the status document as rich tables."""
     from rich.table import Table as RichTable
@@ -210,7 +279,8 @@ def render_status(doc: dict[str, Any]) -> None:
     from core.console import console
 
     tables = RichTable(title=f"runoff status: {doc['dataset']}", title_justify="left")
-    for column in ("table", "layer", "version", "rows", "files", "last batch"):
+    columns = ("table", "layer", "version", "rows", "files", "last batch")
+    for column in (*columns, "newest event", "last commit"):
         tables.add_column(column, justify="right" if column not in ("table", "layer") else "left")
     for t in doc["tables"]:
         tables.add_row(
@@ -220,12 +290,20 @@ def render_status(doc: dict[str, Any]) -> None:
             _cell(t["rows"]),
             _cell(t["files"]),
             _cell(t["last_batch_id"]),
+            _time_cell(t["newest_event_time"]),
+            _time_cell(t["last_commit_at"]),
         )
     console.print(tables)
     landing = doc["landing"]
     console.print(
         f"landing {landing['path']}: {landing['files']} files, {landing['pending']} pending"
     )
+    if landing["oldest_pending_file"] is not None:
+        console.print(
+            f"oldest pending file {landing['oldest_pending_file']} "
+            f"(modified {_time_cell(landing['oldest_pending_modified_at'])})",
+            markup=False,
+        )
     if not doc["runs"]:
         console.print("no runs recorded yet")
         return

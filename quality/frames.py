@@ -1,19 +1,28 @@
 """Pure frame builders: Arrow rows in, the pandas frames the suites validate out.
 
-No I/O here. Derived columns are computed in Python so that the observed values shown in the
-reports are the real ones:
+No I/O here, but for `column_max` (a Delta table's file statistics, the column only when they
+are missing). pandas and numpy are imported when a frame is built: `runoff status` uses
+`column_max` and stays quick. Derived columns are computed in Python so that the observed
+values shown in the reports are the real ones:
 - bronze: `event_time_date` (UTC date of event_time, compared with the `event_date` partition);
 - silver: `window_seconds` (window_end - window_start) and `window_start_offset_seconds`
   (seconds since the last multiple of the slide, or of the window size for tumbling windows);
-- `quarantine_share_frame`: one row per run: bronze rows, quarantined rows, quarantined share.
+- `quarantine_share_frame`: one row per run: bronze rows, quarantined rows, quarantined share;
+- `freshness_frame`: one row: a table's newest event time and its age when validated.
 """
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    from deltalake import DeltaTable
 
 MICROS = 1_000_000
 
@@ -38,6 +47,8 @@ def silver_frame(
     rows: pa.Table, window_seconds: int | None, slide_seconds: int | None
 ) -> pd.DataFrame:
     """Silver rows plus `window_seconds` and `window_start_offset_seconds` for windowed tables."""
+    import numpy as np
+
     frame = rows.to_pandas()
     if window_seconds is None:
         return frame
@@ -50,6 +61,8 @@ def silver_frame(
 
 def quarantine_share_frame(bronze_rows: int, quarantined_rows: int) -> pd.DataFrame:
     """One row: the run's bronze rows, quarantined rows and the quarantined share of both."""
+    import pandas as pd
+
     total = bronze_rows + quarantined_rows
     share = quarantined_rows / total if total else 0.0
     return pd.DataFrame(
@@ -59,3 +72,71 @@ def quarantine_share_frame(bronze_rows: int, quarantined_rows: int) -> pd.DataFr
             "quarantine_share": [share],
         }
     )
+
+
+def freshness_frame(newest: datetime | None, now: datetime) -> pd.DataFrame:
+    """One row: the newest event time (ISO-8601 UTC), the validation time and the age in seconds
+    (NaN when the table has no event time yet: the freshness expectation then fails)."""
+    import pandas as pd
+
+    age = (now - newest).total_seconds() if newest is not None else float("nan")
+    return pd.DataFrame(
+        {
+            "newest_event_time": [newest.astimezone(UTC).isoformat() if newest else None],
+            "validated_at": [now.astimezone(UTC).isoformat()],
+            "newest_event_age_seconds": [age],
+        }
+    )
+
+
+def max_from_stats(actions: pa.Table, column: str) -> tuple[bool, Any]:
+    """`(known, max of column)` from a snapshot's add actions (`get_add_actions(flatten=True)`).
+
+    Known when every file has a `max.<column>` statistic, or is all nulls in it (no max); the max
+    is None when no file has a value. Delta truncates timestamp statistics to milliseconds.
+    """
+    if actions.num_rows == 0:
+        return True, None
+    if f"max.{column}" not in actions.column_names:
+        return False, None
+    maxes = actions.column(f"max.{column}").to_pylist()
+    nulls = (
+        actions.column(f"null_count.{column}").to_pylist()
+        if f"null_count.{column}" in actions.column_names
+        else [None] * actions.num_rows
+    )
+    records = actions.column("num_records").to_pylist()
+    values = []
+    for value, null_count, count in zip(maxes, nulls, records, strict=True):
+        if value is not None:
+            values.append(value)
+        elif null_count is None or count is None or null_count != count:
+            return False, None
+    return True, max(values) if values else None
+
+
+def column_max(table: DeltaTable, column: str) -> Any:
+    """The max of `column` in the snapshot: from the file statistics when every file has them
+    (deletion vectors and column mapping aside), else one `MAX()` over the column."""
+    from deltalake import QueryBuilder
+
+    from delta_tables.arrow import quote_name
+    from quality.increments import needs_datafusion
+
+    if needs_datafusion(table) is None:
+        known, value = max_from_stats(pa.table(table.get_add_actions(flatten=True)), column)
+        if known:
+            return value
+    reader = (
+        QueryBuilder().register("t", table).execute(f"SELECT MAX({quote_name(column)}) AS m FROM t")
+    )
+    return reader.read_all().column("m")[0].as_py()
+
+
+def utc(value: Any) -> datetime | None:
+    """A timestamp as an aware UTC datetime (naive ones are taken as UTC); None stays None."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise TypeError(f"not a timestamp: {value!r}")
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -9,7 +9,9 @@ row per expectation, one run-ledger row (layer "validate") and the Great Expecta
 under `<home>/quality/gx/uncommitted/data_docs/local_site/`.
 
 Tables that do not exist yet are skipped; a table without a version after the last validated one
-reports "no new data". A failed critical expectation fails the run (exit code 1, the message
+reports "no new data"; its freshness suite (the spec's `freshness` expectations: the age of its
+newest event at validation time) still runs, since a table without new data is what goes stale.
+A failed critical expectation fails the run (exit code 1, the message
 names the table, its version and the expectation); warnings are only reported.
 """
 
@@ -230,6 +232,11 @@ def _layers(layers: Sequence[str]) -> tuple[str, ...]:
     return chosen
 
 
+def utc_now() -> datetime:
+    """The validation time (what freshness ages are measured against)."""
+    return datetime.now(UTC)
+
+
 def results_path(config: RunoffConfig) -> Path:
     from delta_tables.catalog import Catalog
 
@@ -241,11 +248,13 @@ def validate_dataset(
     dataset: str,
     layers: Sequence[str] = LAYERS,
     full: bool = False,
+    now: datetime | None = None,
 ) -> ValidationReport:
     """Validate what runs changed in `dataset`'s tables of `layers` (or everything with `full`).
 
     Never raises on failed expectations: look at `.passed` / `.critical_failures`. Records the
-    run in the results history and the run ledger (also when it crashes).
+    run in the results history and the run ledger (also when it crashes). `now`: the validation
+    time (default `utc_now()`), against which freshness is measured.
     """
     from delta_tables.catalog import Catalog
     from quality.project import project_lock
@@ -255,7 +264,7 @@ def validate_dataset(
     record = RunRecord(dataset=dataset, layer="validate", trigger="full" if full else "incremental")
     try:
         with project_lock(config.quality_dir):
-            report = _validate(config, dataset, chosen, full, record)
+            report = _validate(config, dataset, chosen, full, record, now or utc_now())
     except Exception as exc:
         record.finish("failed", error=f"{type(exc).__name__}: {exc}".splitlines()[0])
         append_run(config.runs_path, record)
@@ -293,6 +302,7 @@ def _validate(
     layers: tuple[str, ...],
     full: bool,
     record: RunRecord,
+    now: datetime,
 ) -> ValidationReport:
     # GX and the dataset definitions are heavy imports: only a validate run pays for them.
     from delta_tables.catalog import Catalog
@@ -304,7 +314,7 @@ def _validate(
     marks = history.last_validated(results_path(config), dataset)
     work: list[_Work] = []
     history_rows: list[history.ResultRow] = []
-    validated_at = datetime.now(UTC)
+    validated_at = now
     bronze_rows = 0  # rows the bronze increment added: the quarantine share's denominator
     for spec in (t for t in dataset_tables(Catalog.load(config), dataset) if t.layer in layers):
         path = spec.path
@@ -319,6 +329,11 @@ def _validate(
         if increment is None:
             detail = f"no version after {mark.version}" if mark else "no new version"
             _unvalidated(report, spec, "no new data", detail, to_version=table.version())
+            if mark is not None:
+                unchanged = increments.Increment(
+                    path, mark.table_id, mark.version, mark.version, detail, frozenset(), ()
+                )
+                work.extend(_freshness_work(spec, table, unchanged, now))
             continue
         if not increment.data_changed:
             operations = ", ".join(sorted(set(increment.operations or ())))
@@ -350,12 +365,14 @@ def _validate(
                     ),
                 )
             )
+            work.extend(_freshness_work(spec, table, increment, now))
             continue
         changed = increments.read_rows(table, increment)
         frames_, rows = _frames(spec, table, increment, changed, bronze_rows)
         if spec.kind == "bronze":
             bronze_rows = changed.num_rows
         work.extend(_Work(spec, suite, frame, increment) for suite, frame in frames_)
+        work.extend(_freshness_work(spec, table, increment, now))
         report.tables.append(
             TableOutcome(
                 spec.name,
@@ -377,6 +394,10 @@ def _validate(
         report.tables = [replace(t, passed=t.table not in failed) for t in report.tables]
         spec_of = {w.table.name: (w.table, w.increment) for w in work}
         rows_of = {t.table: t.rows for t in report.tables}
+        # A table without new data whose freshness failed did not pass either.
+        history_rows = [
+            replace(r, table_passed=False) if r.table in failed else r for r in history_rows
+        ]
         for outcome in outcomes:
             spec, increment = spec_of[outcome.table]
             history_rows.append(
@@ -432,6 +453,8 @@ def _frames(
     out: list[tuple[SuiteSpec, pd.DataFrame]] = []
     rows = changed.num_rows
     for suite in spec.suites:
+        if suite.frame == "freshness":
+            continue  # `_freshness_work`: with or without new data
         if suite.frame == "quarantine_share":
             frame = frames.quarantine_share_frame(bronze_rows, changed.num_rows)
         elif spec.kind == "bronze":
@@ -445,6 +468,22 @@ def _frames(
             frame = changed.to_pandas()
         out.append((suite, frame))
     return out, rows
+
+
+def _freshness_work(
+    spec: CheckedTable, table: DeltaTable, increment: Increment, now: datetime
+) -> list[_Work]:
+    """The freshness suite of `spec` (if declared) on a one-row frame: the newest event's age."""
+    from quality import frames
+
+    suite = spec.suite("freshness")
+    if suite is None or spec.newest_event_column is None:
+        return []
+    newest = frames.utc(frames.column_max(table, spec.newest_event_column))
+    frame = frames.freshness_frame(newest, now)
+    age = "no event yet" if newest is None else f"newest {spec.newest_event_column} {newest}"
+    say(f"validate {spec.name}: freshness ({age})")
+    return [_Work(spec, suite, frame, increment)]
 
 
 def _history_row(

@@ -5,12 +5,15 @@ table) each holding `SuiteSpec`s: a Great Expectations suite and the frame it ch
 - `rows`: the table's changed rows (for silver also the older rows sharing a key with them), with
   derived columns added by `quality.frames` (`event_time_date`, `window_seconds`,
   `window_start_offset_seconds`);
-- `quarantine_share`: one row: bronze rows, quarantined rows and their share for the run.
+- `quarantine_share`: one row: bronze rows, quarantined rows and their share for the run;
+- `freshness`: one row: the table's newest event time and its age in seconds at validation
+  (`newest_event_age_seconds`), for the spec's `{expect: freshness, max_age: ...}` expectations;
+  it is validated on every run, with or without new data.
 
 Derived from the spec for every dataset: required columns and keys not null, one row per window
 and key, the window size and alignment, the bronze metadata; then the spec's own `expectations`
-(any GX expectation by its snake_case name, with its arguments). Every expectation carries a
-severity: `critical` fails the run, `warning` is reported.
+(any GX expectation by its snake_case name, with its arguments, or `freshness`). Every
+expectation carries a severity: `critical` fails the run, `warning` is reported.
 """
 
 from __future__ import annotations
@@ -24,12 +27,18 @@ from great_expectations.expectations import Expectation
 from great_expectations.expectations.metadata_types import FailureSeverity
 
 from core.errors import ConfigError
-from core.specs import BRONZE_METADATA_COLUMNS, DatasetSpec, SilverSpec, interval_seconds
+from core.specs import (
+    BRONZE_METADATA_COLUMNS,
+    FRESHNESS,
+    DatasetSpec,
+    SilverSpec,
+    interval_seconds,
+)
 from core.specs import Expectation as DeclaredExpectation
 from delta_tables.catalog import Catalog
 
 Severity = Literal["critical", "warning"]
-Frame = Literal["rows", "quarantine_share"]
+Frame = Literal["rows", "quarantine_share", "freshness"]
 TableKind = Literal["bronze", "quarantine", "silver"]
 
 # Share of a run's input lines that may land in quarantine before it is reported / fails the run.
@@ -38,6 +47,8 @@ QUARANTINE_FAIL_SHARE = 0.20
 
 # Suite parameter of the bronze row count: set by the runner for every validation.
 MIN_ROWS_PARAMETER = "min_rows"
+# The column of the freshness frame that `freshness` expectations check.
+FRESHNESS_AGE_COLUMN = "newest_event_age_seconds"
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,7 @@ class CheckedTable:
     keys: tuple[str, ...] = ()
     window_seconds: int | None = None
     slide_seconds: int | None = None
+    newest_event_column: str | None = None  # its max is the newest event (freshness)
 
     @property
     def layer(self) -> Literal["bronze", "silver"]:
@@ -143,6 +155,9 @@ def declared(expectations: tuple[DeclaredExpectation, ...]) -> list[Expectation]
     """
     built = []
     for item in expectations:
+        if item.is_freshness:
+            built.append(freshness(item))
+            continue
         class_name = "".join(part.title() for part in item.expect.split("_"))
         cls = getattr(gx.expectations, class_name, None)
         if cls is None:
@@ -154,6 +169,50 @@ def declared(expectations: tuple[DeclaredExpectation, ...]) -> list[Expectation]
         why = kwargs.pop("notes", None) or "declared in the dataset spec."
         built.append(cls(**kwargs, severity=FailureSeverity(severity), notes=_notes(severity, why)))
     return built
+
+
+def freshness(item: DeclaredExpectation) -> Expectation:
+    """`{expect: freshness, max_age: ...}`: the age of the table's newest event time at
+    validation, `newest_event_age_seconds` of the freshness frame, is at most max_age."""
+    max_age = item.max_age_seconds
+    if max_age is None:
+        raise ConfigError(f"expectation {FRESHNESS!r} needs `max_age` (an interval)")
+    kwargs = dict(item.kwargs)
+    why = kwargs.pop("notes", None) or "declared in the dataset spec."
+    if kwargs:
+        raise ConfigError(
+            f"expectation {FRESHNESS!r} takes max_age, severity and notes, not "
+            f"{', '.join(sorted(kwargs))}"
+        )
+    severity: Severity = "critical" if item.severity == "critical" else "warning"
+    return gx.expectations.ExpectColumnMaxToBeBetween(
+        column=FRESHNESS_AGE_COLUMN,
+        max_value=max_age,
+        severity=FailureSeverity(severity),
+        notes=_notes(severity, f"freshness: the newest event is at most {item.max_age} old. {why}"),
+    )
+
+
+def _row_expectations(spec: DatasetSpec, table: str) -> list[Expectation]:
+    """The declared expectations of `table` checked on its rows (all but freshness)."""
+    return declared(tuple(e for e in spec.expectations_of(table) if not e.is_freshness))
+
+
+def _freshness_suites(spec: DatasetSpec, table: str, name: str) -> tuple[SuiteSpec, ...]:
+    """The freshness suite of `table` (spec key) named after table `name`, if it declares one."""
+    items = tuple(e for e in spec.expectations_of(table) if e.is_freshness)
+    if not items:
+        return ()
+    column = spec.newest_event_column(table)
+    return (
+        SuiteSpec(
+            f"{name}_freshness",
+            name,
+            "freshness",
+            tuple(declared(items)),
+            f"Age of the newest `{column}` of {name} when validated (every run, new data or not).",
+        ),
+    )
 
 
 # -- bronze ---------------------------------------------------------------------------------------
@@ -191,7 +250,7 @@ def bronze_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
             notes=_notes("critical", "the partition `event_date` is the UTC date of event_time."),
         ),
         between("_batch_id", "critical", "micro-batch ids start at 0.", min_value=0),
-        *declared(spec.expectations_of("bronze")),
+        *_row_expectations(spec, "bronze"),
     ]
     return CheckedTable(
         name=table.name,
@@ -206,7 +265,9 @@ def bronze_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
                 tuple(expectations),
                 f"Bronze rows of `{spec.name}` added since the last validation.",
             ),
+            *_freshness_suites(spec, "bronze", table.name),
         ),
+        newest_event_column=spec.newest_event_column("bronze"),
     )
 
 
@@ -225,7 +286,7 @@ def quarantine_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
             not_null("_batch_id"),
             not_null("ingest_date"),
             between("_line_number", "critical", "line numbers start at 1.", min_value=1),
-            *declared(spec.expectations_of("quarantine")),
+            *_row_expectations(spec, "quarantine"),
         ),
         f"Malformed `{spec.name}` lines quarantined since the last validation.",
     )
@@ -260,7 +321,12 @@ def quarantine_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
         "that were quarantined.",
     )
     return CheckedTable(
-        name=name, dataset=spec.name, kind="quarantine", path=table.path, suites=(rows, share)
+        name=name,
+        dataset=spec.name,
+        kind="quarantine",
+        path=table.path,
+        suites=(rows, share, *_freshness_suites(spec, "quarantine", name)),
+        newest_event_column=spec.newest_event_column("quarantine"),
     )
 
 
@@ -297,7 +363,7 @@ def silver_table(catalog: Catalog, spec: DatasetSpec, silver: SilverSpec) -> Che
                 f"windows start on multiples of {silver.slide or silver.window} since the epoch.",
             )
         )
-    expectations.extend(declared(spec.expectations_of(name)))
+    expectations.extend(_row_expectations(spec, name))
     suite = SuiteSpec(
         name,
         name,
@@ -311,10 +377,11 @@ def silver_table(catalog: Catalog, spec: DatasetSpec, silver: SilverSpec) -> Che
         dataset=spec.name,
         kind="silver",
         path=table.path,
-        suites=(suite,),
+        suites=(suite, *_freshness_suites(spec, name, name)),
         keys=keys,
         window_seconds=window,
         slide_seconds=slide,
+        newest_event_column=spec.newest_event_column(name),
     )
 
 

@@ -340,3 +340,82 @@ def test_quarantine_share_has_a_warning_and_a_critical_threshold(catalog: Catalo
     )
     assert [severity for _, severity in limits] == ["warning", "critical"]
     assert limits[0][0] < limits[1][0]
+
+
+# -- freshness ----------------------------------------------------------------------------------
+def test_freshness_is_a_column_max_on_the_age_of_the_newest_event() -> None:
+    items = (
+        DeclaredExpectation("bronze", "freshness", {}, "critical", max_age="2 hours"),
+        DeclaredExpectation("quarantine", "freshness", {"notes": "why"}, "warning", "3 days"),
+    )
+    built = declared(items)
+    assert [type(e).__name__ for e in built] == ["ExpectColumnMaxToBeBetween"] * 2
+    assert [
+        (e.column, e.min_value, e.max_value, e.severity.value)
+        for e in built  # type: ignore[attr-defined]
+    ] == [
+        ("newest_event_age_seconds", None, 2 * 3600, "critical"),
+        ("newest_event_age_seconds", None, 3 * 86400, "warning"),
+    ]
+    assert (
+        built[1].notes
+        == "severity: warning. freshness: the newest event is at most 3 days old. why"
+    )
+    with pytest.raises(
+        ConfigError, match=r"'freshness' takes max_age, severity and notes, not column"
+    ):
+        declared((DeclaredExpectation("bronze", "freshness", {"column": "x"}, max_age="1 hour"),))
+    with pytest.raises(ConfigError, match=r"'freshness' needs `max_age`"):
+        declared((DeclaredExpectation("bronze", "freshness", {}),))
+
+
+def test_freshness_gets_its_own_suite(tmp_path: Path) -> None:
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "shop.yaml").write_text(
+        """\
+name: shop
+source: {format: json}
+schema: "id STRING, ts STRING"
+event_time: "to_timestamp(ts)"
+silver:
+  - table: shop_hourly
+    window: "1 hour"
+    keys: [id]
+    measures: {n: "count(*)"}
+expectations:
+  bronze:
+    - {expect: expect_column_values_to_not_be_null, column: id}
+    - {expect: freshness, max_age: "2 hours", severity: critical}
+  shop_hourly:
+    - {expect: freshness, max_age: "1 hour"}
+"""
+    )
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={}, datasets=[folder])
+    tables = tables_of(Catalog.load(config), "shop")
+    bronze, quarantine, hourly = (
+        tables[n] for n in ("bronze_shop", "quarantine_shop", "shop_hourly")
+    )
+    assert [s.frame for s in bronze.suites] == ["rows", "freshness"]
+    assert [s.frame for s in quarantine.suites] == ["rows", "quarantine_share"]
+    assert [s.frame for s in hourly.suites] == ["rows", "freshness"]
+    assert (bronze.newest_event_column, quarantine.newest_event_column) == (
+        "event_time",
+        "_ingested_at",
+    )
+    assert hourly.newest_event_column == "window_end"
+    fresh = bronze.suite("freshness")
+    assert fresh is not None and fresh.name == "bronze_shop_freshness"
+    assert [
+        (e.configuration.type, e.configuration.kwargs["max_value"]) for e in fresh.expectations
+    ] == [("expect_column_max_to_be_between", 7200)]
+    # the rows suite holds the other declared expectation, never the freshness one
+    assert "expect_column_max_to_be_between" not in {c.type for c in rows_configs(bronze)}
+    assert any(
+        c.type == "expect_column_values_to_not_be_null" and c.kwargs["column"] == "id"
+        for c in rows_configs(bronze)
+    )
+    hourly_fresh = hourly.suite("freshness")
+    assert hourly_fresh is not None
+    assert [e.configuration.kwargs["max_value"] for e in hourly_fresh.expectations] == [3600]
+    assert [e.severity.value for e in hourly_fresh.expectations] == ["warning"]

@@ -210,3 +210,99 @@ def test_interval_seconds(text: str, seconds: int) -> None:
 def test_interval_seconds_refuses_other_forms() -> None:
     with pytest.raises(ConfigError, match="interval '1h' is not of the form"):
         interval_seconds("1h")
+
+
+# -- freshness ----------------------------------------------------------------------------------
+FRESH = (
+    GOOD
+    + """\
+  - table: shop_totals
+    keys: [id]
+    measures: {n: "count(*)"}
+expectations:
+  bronze:
+    - {expect: freshness, max_age: "2 hours", severity: critical}
+  quarantine:
+    - {expect: freshness, max_age: "1 day", notes: "malformed lines stop arriving"}
+  shop_hourly:
+    - {expect: freshness, max_age: "90 minutes", severity: warning}
+    - {expect: expect_column_values_to_not_be_null, column: n}
+"""
+)
+
+
+def test_freshness_is_read_with_its_max_age(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, "shop", FRESH))
+    fresh = [e for e in spec.expectations if e.is_freshness]
+    assert [(e.table, e.max_age, e.max_age_seconds, e.severity, dict(e.kwargs)) for e in fresh] == [
+        ("bronze", "2 hours", 2 * 3600, "critical", {}),
+        ("quarantine", "1 day", 24 * 3600, "warning", {"notes": "malformed lines stop arriving"}),
+        ("shop_hourly", "90 minutes", 90 * 60, "warning", {}),
+    ]
+    (other,) = [e for e in spec.expectations if not e.is_freshness]
+    assert (other.max_age, other.max_age_seconds) == (None, None)
+    assert [spec.newest_event_column(t) for t in ("bronze", "quarantine")] == [
+        "event_time",
+        "_ingested_at",
+    ]
+    assert spec.newest_event_column("shop_hourly") == "window_end"
+    assert spec.newest_event_column("shop_totals") is None
+
+
+BRONZE_FRESHNESS = '    - {expect: freshness, max_age: "2 hours", severity: critical}'
+
+
+@pytest.mark.parametrize(
+    ("item", "expected"),
+    [
+        (
+            '{expect: freshness, max_age: "2 hourz"}',
+            "expectations.bronze[0].max_age: '2 hourz' does not match "
+            "'^[0-9]+ (second|minute|hour|day|week)s?$'",
+        ),
+        (
+            '{expect: freshness, max_age: "2"}',
+            "expectations.bronze[0].max_age: '2' does not match "
+            "'^[0-9]+ (second|minute|hour|day|week)s?$'",
+        ),
+        (
+            "{expect: freshness, severity: critical}",
+            "expectations.bronze[0]: 'max_age' is a required property",
+        ),
+        (
+            '{expect: freshness, max_age: "2 hours", column: id}',
+            "expectations.bronze[0].column: unknown key "
+            "(allowed: expect, max_age, notes, severity)",
+        ),
+        (
+            '{expect: freshness, max_age: "2 hours", severity: quarantine}',
+            "expectations.bronze[0].severity: quarantine needs a row-level expectation: one of "
+            "expect_column_values_to_not_be_null, expect_column_values_to_be_between, "
+            "expect_column_values_to_be_in_set, expect_column_values_to_not_be_in_set, "
+            "expect_column_value_lengths_to_be_between, expect_column_values_to_match_regex",
+        ),
+        (
+            '{expect: fresh, max_age: "2 hours"}',
+            "expectations.bronze[0].expect: 'fresh' does not match "
+            "'^(expect_[a-z0-9_]+|freshness)$'",
+        ),
+    ],
+)
+def test_a_bad_freshness_names_file_key_and_problem(
+    tmp_path: Path, item: str, expected: str
+) -> None:
+    assert BRONZE_FRESHNESS in FRESH
+    path = write(tmp_path, "shop", FRESH.replace(BRONZE_FRESHNESS, f"    - {item}"))
+    assert problems(path) == (f"{path}: {expected}",)
+
+
+def test_freshness_of_a_running_total_is_refused(tmp_path: Path) -> None:
+    text = FRESH.replace(
+        "  shop_hourly:\n",
+        '  shop_totals:\n    - {expect: freshness, max_age: "1 hour"}\n  shop_hourly:\n',
+    )
+    path = write(tmp_path, "shop", text)
+    assert problems(path) == (
+        f"{path}: expectations.shop_totals[0].expect: freshness needs an event time: a silver "
+        "table without a window (a running total) has none",
+    )
