@@ -7,9 +7,16 @@ RUN := $(UV) run --frozen
 
 # Bootstrap uv when it is missing (PyPI only), then install the locked environment. Bytecode is
 # compiled at install time: every Spark Python worker imports pyspark, pyarrow and deltalake.
+# Then the Data Docs assets (quality/vendor/package-lock.json, from the npm registry) with npm,
+# installed from Debian's packages when missing; `npm ci` reruns only when the lockfile changes.
 install: check-java jars
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet --user uv
 	$(UV) sync --frozen --compile-bytecode
+	@command -v npm >/dev/null 2>&1 || { \
+	  [ "$$(id -u)" = 0 ] && SUDO= || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq npm >/dev/null; }
+	@[ quality/vendor/node_modules/.package-lock.json -nt quality/vendor/package-lock.json ] || \
+	  (cd quality/vendor && npm ci)
 
 # delta-spark's JVM jars (jvm/pom.xml) from Maven Central into jvm/jars/; runs need no network after.
 jars: jvm/jars/.fetched
@@ -55,4 +62,4 @@ airflow: install
 	$(RUN) python -m dags.standalone
 
 clean:
-	rm -rf jvm/jars .runoff .pytest_cache .mypy_cache .ruff_cache
+	rm -rf jvm/jars quality/vendor/node_modules .runoff .pytest_cache .mypy_cache .ruff_cache

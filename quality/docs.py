@@ -6,6 +6,14 @@ is GX's index view with one template replaced (`quality/templates/bootstrap_tabl
 columns and rows, written out as a plain HTML table. Validation and suite pages keep GX's
 templates (GX already renders them server-side).
 
+GX's page templates load Bootstrap, bootstrap-table, jQuery, Font Awesome, Vega and friends from
+CDNs, so read offline a page has no styles, no status icons and no working filters. Both views
+look up templates in `quality/templates` first (GX's own `custom_views_directory` only adds
+templates, it cannot replace one), where `page.j2`, `index_page.j2` and `js_script_imports.j2`
+point at the same files under the site's `static/vendor/`. Those come from npm packages pinned in
+`quality/vendor/package.json` (its lockfile; `make install` runs `npm ci` there) and
+`copy_vendor_assets` copies them, their licences and package.json into every site.
+
 Every docs build creates new views, and each compiled GX's Jinja templates from scratch (about a
 second per validate run); the views here share Jinja's file bytecode cache (a private directory
 under the system temp dir), so templates are compiled once per machine. `quality.project`
@@ -14,6 +22,7 @@ configures the site with these views.
 
 from __future__ import annotations
 
+import shutil
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -28,6 +37,33 @@ from jinja2 import (
 )
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+VENDOR = Path(__file__).resolve().parent / "vendor"
+VENDOR_MODULES = VENDOR / "node_modules"
+VENDOR_LOCK = "package-lock.json"
+# Every file GX's templates load from a CDN, per npm package (the same versions; the templates in
+# `quality/templates` refer to them as static/vendor/<package>/<path>). A directory is copied whole.
+VENDOR_ASSETS: dict[str, tuple[str, ...]] = {
+    "@forevolve/bootstrap-dark": ("dist/css/bootstrap-prefers-dark.css",),
+    "@fortawesome/fontawesome-free": ("css/all.min.css", "webfonts"),
+    "bootstrap": ("dist/css/bootstrap.min.css", "dist/js/bootstrap.min.js"),
+    "bootstrap-datepicker": (
+        "dist/css/bootstrap-datepicker.min.css",
+        "dist/js/bootstrap-datepicker.min.js",
+    ),
+    "bootstrap-table": (
+        "dist/bootstrap-table.min.css",
+        "dist/bootstrap-table.min.js",
+        "dist/extensions/filter-control/bootstrap-table-filter-control.css",
+        "dist/extensions/filter-control/bootstrap-table-filter-control.min.js",
+    ),
+    "jquery": ("dist/jquery.min.js",),
+    "popper.js": ("dist/umd/popper.min.js",),
+    "vega": ("build/vega.min.js",),
+    "vega-embed": ("build/vega-embed.min.js",),
+    "vega-lite": ("build/vega-lite.min.js",),
+}
+# Licence and provenance files that go along with each package's assets.
+VENDOR_NOTICES = ("package.json", "LICENSE", "LICENSE.txt", "LICENSE.md")
 
 
 def _view(class_name: str) -> dict[str, str]:
@@ -47,14 +83,58 @@ SITE_SECTION_BUILDERS: dict[str, Any] = {
 }
 
 
+def copy_vendor_assets(site_dir: Path) -> Path:
+    """Copy the vendored assets (and their licences) into `<site_dir>/static/vendor/`, returned.
+
+    A no-op when the site already holds every file from the same lockfile (the copy is written
+    last, so an interrupted copy is redone). Fails when `make install` has not fetched them.
+    """
+    target = site_dir / "static" / "vendor"
+    lock = (VENDOR / VENDOR_LOCK).read_bytes()
+    files: list[tuple[str, str]] = []
+    for package, paths in VENDOR_ASSETS.items():
+        notices = [n for n in VENDOR_NOTICES if (VENDOR_MODULES / package / n).is_file()]
+        files += [(package, path) for path in (*paths, *notices)]
+    missing = [f"{p}/{f}" for p, f in files if not (VENDOR_MODULES / p / f).exists()]
+    if missing:
+        raise FileNotFoundError(
+            f"Data Docs assets missing from {VENDOR_MODULES} ({', '.join(missing[:3])}...): "
+            f"run `make install` (npm ci in {VENDOR})"
+        )
+    stamp = target / VENDOR_LOCK
+    current = stamp.is_file() and stamp.read_bytes() == lock
+    if current and all((target / p / f).exists() for p, f in files):
+        return target
+    stamp.unlink(missing_ok=True)
+    for package, path in files:
+        source, copy = VENDOR_MODULES / package / path, target / package / path
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, copy, dirs_exist_ok=True)
+        else:
+            shutil.copyfile(source, copy)
+    stamp.write_bytes(lock)
+    return target
+
+
 @cache
 def bytecode_cache() -> BytecodeCache:
     """Jinja's per-user cache directory under the system temp dir (created 0700 by Jinja)."""
     return FileSystemBytecodeCache()
 
 
+def _runoff_templates_first(view: DefaultJinjaPageView) -> None:
+    """Look up templates in `quality/templates` before GX's; compile them once per machine."""
+    loaders: list[BaseLoader] = [FileSystemLoader(str(TEMPLATES))]
+    if view.env.loader is not None:
+        loaders.append(view.env.loader)
+    view.env.loader = ChoiceLoader(loaders)
+    view.env.bytecode_cache = bytecode_cache()
+
+
 class CachedPageView(DefaultJinjaPageView):
-    """GX's page view; compiled templates come from the bytecode cache."""
+    """GX's page view, looking up templates in `quality/templates` first (assets served
+    locally); compiled templates come from the bytecode cache."""
 
     def __init__(
         self, custom_styles_directory: str | None = None, custom_views_directory: str | None = None
@@ -63,7 +143,7 @@ class CachedPageView(DefaultJinjaPageView):
             custom_styles_directory=custom_styles_directory,
             custom_views_directory=custom_views_directory,
         )
-        self.env.bytecode_cache = bytecode_cache()
+        _runoff_templates_first(self)
 
 
 class StaticIndexPageView(DefaultJinjaIndexPageView):
@@ -76,8 +156,4 @@ class StaticIndexPageView(DefaultJinjaIndexPageView):
             custom_styles_directory=custom_styles_directory,
             custom_views_directory=custom_views_directory,
         )
-        loaders: list[BaseLoader] = [FileSystemLoader(str(TEMPLATES))]
-        if self.env.loader is not None:
-            loaders.append(self.env.loader)
-        self.env.loader = ChoiceLoader(loaders)
-        self.env.bytecode_cache = bytecode_cache()
+        _runoff_templates_first(self)

@@ -3,7 +3,8 @@
 One context per validate run (its start-up is the slow part). Everything here is idempotent: the
 pandas data source `runoff`, one dataframe asset per suite (its batch is the frame the runner
 builds), the suites themselves (as code, written on every run so the project always matches the
-code) and one validation definition per suite. Progress bars and analytics are switched off.
+code) and one validation definition per suite. Progress bars and analytics are switched off, and
+the Data Docs site gets its vendored assets (`quality.docs.copy_vendor_assets`): it reads offline.
 
 A Checkpoint is not used to run them: it hands the same `batch_parameters` to every validation
 definition, while every suite here validates its own frame. The runner runs each definition with
@@ -21,7 +22,7 @@ import great_expectations as gx
 from great_expectations.data_context.types.base import ProgressBarsConfig
 
 from core.locking import blocking_lock
-from quality.docs import SITE_INDEX_BUILDER, SITE_SECTION_BUILDERS
+from quality.docs import SITE_INDEX_BUILDER, SITE_SECTION_BUILDERS, copy_vendor_assets
 
 if TYPE_CHECKING:
     from great_expectations.core.batch_definition import BatchDefinition
@@ -63,6 +64,8 @@ def open_context(quality_dir: Path) -> FileDataContext:
         changed = True
     if changed:
         variables.save()
+    # The pages load their CSS, fonts and scripts from the site itself (`quality.docs`).
+    copy_vendor_assets(data_docs_index(quality_dir).parent)
     return context
 
 

@@ -138,6 +138,25 @@ def test_image_bakes_the_jars_like_make_jars() -> None:
     assert "jvm/jars/" in (DOCKER / "Dockerfile.dockerignore").read_text().split()
 
 
+def test_image_installs_the_data_docs_assets_like_make_install() -> None:
+    install = makefile_recipe("install")
+    npm_ci = next(line for line in install if "npm ci" in line)
+    assert "(cd quality/vendor && npm ci)" in npm_ci
+    runs = run_commands()
+    assert any("(cd quality/vendor && npm ci)" in c for c in runs), runs
+    instructions = dockerfile_instructions()
+    lock_copy = next(
+        i
+        for i, (ins, a) in enumerate(instructions)
+        if ins == "COPY" and "quality/vendor/package-lock.json" in a
+    )
+    npm_run = next(i for i, (ins, a) in enumerate(instructions) if ins == "RUN" and "npm ci" in a)
+    assert lock_copy < npm_run
+    # The host's node_modules never enter the build context: the image fetches its own.
+    ignored = (DOCKER / "Dockerfile.dockerignore").read_text().split()
+    assert "quality/vendor/node_modules/" in ignored
+
+
 def test_image_extra_for_postgres_is_locked(pyproject: dict[str, Any]) -> None:
     extras = {re.findall(r"--extra (\S+)", c)[0] for c in run_commands() if "--extra" in c}
     assert extras == {"postgres"}
