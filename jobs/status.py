@@ -262,14 +262,11 @@ def _cell(value: Any) -> str:
 
 
 def _time_cell(value: str | None) -> str:
-    """An ISO-8601 UTC time of the document as `2024-03-01 12:00:00.123Z` (`-` for None)."""
+    """An ISO-8601 time of the document as `2024-03-01 12:00:00` (UTC, to the second; `-` for
+    None; `--json` has the full precision)."""
     if value is None:
         return "-"
-    moment = datetime.fromisoformat(value).astimezone(UTC)
-    text = moment.strftime("%Y-%m-%d %H:%M:%S")
-    if moment.microsecond:
-        text += f".{moment.microsecond // 1000:03d}"
-    return text + "Z"
+    return datetime.fromisoformat(value).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def render_status(doc: dict[str, Any]) -> None:
@@ -280,8 +277,10 @@ def render_status(doc: dict[str, Any]) -> None:
 
     tables = RichTable(title=f"runoff status: {doc['dataset']}", title_justify="left")
     columns = ("table", "layer", "version", "rows", "files", "last batch")
-    for column in (*columns, "newest event", "last commit"):
-        tables.add_column(column, justify="right" if column not in ("table", "layer") else "left")
+    for column in (*columns, "newest event UTC", "last commit UTC"):
+        tables.add_column(
+            column, justify="right" if column not in ("table", "layer") else "left", no_wrap=True
+        )
     for t in doc["tables"]:
         tables.add_row(
             t["table"],
@@ -301,7 +300,7 @@ def render_status(doc: dict[str, Any]) -> None:
     if landing["oldest_pending_file"] is not None:
         console.print(
             f"oldest pending file {landing['oldest_pending_file']} "
-            f"(modified {_time_cell(landing['oldest_pending_modified_at'])})",
+            f"(modified {_time_cell(landing['oldest_pending_modified_at'])} UTC)",
             markup=False,
         )
     if not doc["runs"]:
