@@ -362,20 +362,10 @@ def pass_rate_chart(rates: pd.DataFrame, prefix: str) -> str:
 
 
 def _top_legend(axes: Any, handles: list[Any] | None = None) -> None:
-    """A few entries: one row above the plot, right-aligned (the title sits on the left);
-    more: a column to the right of the plot."""
+    """The legend as a column to the right of the plot: titles derived from a spec are long, and
+    a legend beside them would overlap them."""
     shown = handles if handles is not None else axes.get_legend_handles_labels()[0]
-    if len(shown) <= 4:
-        axes.legend(
-            handles=shown,
-            frameon=False,
-            ncols=max(1, len(shown)),
-            loc="lower right",
-            bbox_to_anchor=(1.0, 1.0),
-            borderaxespad=0.2,
-        )
-    else:
-        axes.legend(handles=shown, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes.legend(handles=shown, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def _integer_run_axis(axes: Any, count: int) -> None:
