@@ -481,7 +481,7 @@ def restore_archive(config: RunoffConfig, dataset: str) -> int:
 
 # -- I/O ------------------------------------------------------------------------------------
 def read_landing(
-    spark: SparkSession, config: RunoffConfig, dataset: str, options: BronzeOptions
+    spark: SparkSession, config: RunoffConfig, landing: Path, options: BronzeOptions
 ) -> DataFrame:
     """The landing folder as a stream of lines (`RAW_SCHEMA`)."""
     reader = (
@@ -500,7 +500,7 @@ def read_landing(
         reader = reader.option("cleanSource", "archive").option(
             "sourceArchiveDir", str(config.home / "archive" / LAYER)
         )
-    return reader.load(str(landing_dir(config, dataset))).select(
+    return reader.load(str(landing)).select(
         F.col("value"),
         F.col("_metadata.file_path").alias("_source_file"),
         F.col("_metadata.file_block_start").alias("_block_start"),
@@ -560,6 +560,7 @@ class BronzeBatch:
         self.progress = progress
         self.added_columns: list[str] = []  # schema_evolution add_columns: added by this run
         self.widen: list[str] = []  # declared columns the table lacks (the spec gained fields)
+        self.table_columns: list[str] = []  # the bronze table's columns when the run started
         self._app_id: str | None = None
 
     @property
@@ -589,7 +590,7 @@ class BronzeBatch:
             counts = count_lines(parsed)
             logger.debug("batch %s: parsed and counted in %.2f s", batch_id, elapsed(started))
             if counts.good and not bronze_done:
-                extra = self._extra_columns(parsed, counts, batch.sparkSession)
+                extra = self._extra_columns(parsed, counts)
                 append(
                     good_rows(parsed, self.dataset, batch_id, ingested_at, extra),
                     self.bronze,
@@ -623,9 +624,7 @@ class BronzeBatch:
             )
         )
 
-    def _extra_columns(
-        self, parsed: DataFrame, counts: LineCounts, spark: SparkSession
-    ) -> list[str]:
+    def _extra_columns(self, parsed: DataFrame, counts: LineCounts) -> list[str]:
         """Bronze columns beyond the declared ones (`schema_evolution`): none for `rescue`
         (unknown fields stay in `_rescued_data`); for `add_columns` every field bronze has
         gained so far plus this batch's new ones; `fail` refuses a batch with unknown fields
@@ -634,8 +633,8 @@ class BronzeBatch:
         if mode == "rescue" or self.dataset.record_format != "json":
             return []
         declared = set(self.dataset.full_bronze_schema.fieldNames())
-        current = spark.read.format("delta").load(str(self.bronze)).columns
-        known = [c for c in current if c not in declared]
+        # the table's columns when the run started, plus those this run added (it holds the lock)
+        known = [c for c in (*self.table_columns, *self.added_columns) if c not in declared]
         new = [f for f in unknown_fields(parsed) if f not in known] if counts.rescued else []
         if new and mode == "fail":
             raise RunoffError(
@@ -710,8 +709,10 @@ def run(
         ensure_table(spark, quarantine)
         batches = BronzeBatch(catalog, dataset, checkpoint, progress)
         # Fields declared since the table was created: the next append adds them.
-        existing = spark.read.format("delta").load(str(bronze.path)).columns
-        batches.widen = [c for c in dataset.full_bronze_schema.fieldNames() if c not in existing]
+        batches.table_columns = spark.read.format("delta").load(str(bronze.path)).columns
+        batches.widen = [
+            c for c in dataset.full_bronze_schema.fieldNames() if c not in batches.table_columns
+        ]
         if batches.widen:
             record.details["declared_columns"] = batches.widen
             say(
@@ -721,7 +722,7 @@ def run(
         function = BatchFunction(batches)
         try:
             run_query(
-                read_landing(spark, config, name, options).writeStream,
+                read_landing(spark, config, landing, options).writeStream,
                 function,
                 checkpoint,
                 options.trigger,

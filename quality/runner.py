@@ -309,14 +309,16 @@ def _validate(
     from quality import history, increments, project
     from quality.suites import dataset_tables
 
+    catalog = Catalog.load(config)
+    results = catalog.quality_results.path
     started = time.monotonic()
     report = ValidationReport(run_id=record.run_id, dataset=dataset, layers=layers, full=full)
-    marks = history.last_validated(results_path(config), dataset)
+    marks = history.last_validated(results, dataset)
     work: list[_Work] = []
     history_rows: list[history.ResultRow] = []
     validated_at = now
     bronze_rows = 0  # rows the bronze increment added: the quarantine share's denominator
-    for spec in (t for t in dataset_tables(Catalog.load(config), dataset) if t.layer in layers):
+    for spec in (t for t in dataset_tables(catalog, dataset) if t.layer in layers):
         path = spec.path
         mark = marks.get(spec.name)
         record.versions_before[spec.name] = mark.version if mark else -1
@@ -411,7 +413,7 @@ def _validate(
                     outcome=outcome,
                 )
             )
-    history.append_results(results_path(config), history_rows)
+    history.append_results(results, history_rows)
     index = project.data_docs_index(config.quality_dir)
     report.data_docs_path = index if index.exists() else None
     report.seconds = time.monotonic() - started
