@@ -79,7 +79,8 @@ def append_rows(path: Path, rows: pa.Table, key: Sequence[str]) -> None:
         if files and is_delta_table(path):
             held = spark.read.format("delta").load(str(path)).select(*key)
             frame = frame.join(held, list(key), "left_anti").select(*rows.schema.names)
-        frame.write.format("delta").mode("append").save(str(path))
+        # Columns added to the schema since the table was created are added to the table.
+        frame.write.format("delta").mode("append").option("mergeSchema", "true").save(str(path))
         for file in files:
             file.unlink(missing_ok=True)
 
@@ -99,7 +100,7 @@ def read_rows(
     read = [*names, *(k for k in key if k not in names)]
     where = [equals(column, value) for column, value in equal.items()]
     committed = (
-        read_arrow(str(path), read, where).cast(schema_of(schema, read))
+        _read_committed(path, schema, read, where)
         if is_delta_table(path)
         else schema_of(schema, read).empty_table()
     )
@@ -111,6 +112,29 @@ def read_rows(
         # parked until the next flush: they are not shown twice.
         pending = pending.join(committed.select(list(key)), list(key), join_type="left anti")
     return pa.concat_tables([committed.select(names), pending.select(names)])
+
+
+def _read_committed(
+    path: Path, schema: pa.Schema, names: Sequence[str], where: Sequence[str]
+) -> pa.Table:
+    """The table's `names` columns; those the table does not have yet (the schema gained them
+    after it was created) are null."""
+    from deltalake import DeltaTable
+
+    snapshot = DeltaTable(str(path))
+    present = {field.name for field in snapshot.schema().fields}
+    have = [n for n in names if n in present]
+    data = read_arrow(snapshot, have, where) if have else None
+    rows = data.num_rows if data is not None else 0
+    columns = [
+        (
+            data.column(n)
+            if data is not None and n in present
+            else pa.nulls(rows, schema.field(n).type)
+        )
+        for n in names
+    ]
+    return pa.table(dict(zip(names, columns, strict=True))).cast(schema_of(schema, names))
 
 
 def schema_of(schema: pa.Schema, names: Sequence[str]) -> pa.Schema:

@@ -60,7 +60,7 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -98,6 +98,8 @@ from jobs.streaming import (
     run_query,
     summary_line,
 )
+from quality.gate import record_run as record_checks
+from quality.gate import rule_checks
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -384,28 +386,48 @@ def conform(df: DataFrame, schema: StructType) -> DataFrame:
 
 @dataclass(frozen=True)
 class LineCounts:
-    """Lines of a batch: non-blank lines in, valid records, malformed lines."""
+    """Lines of a batch: non-blank lines in, valid records, malformed lines; the records the row
+    rules looked at (they parsed) and how many each rule sent to quarantine."""
 
     rows_in: int
     good: int
     bad: int
     rescued: int = 0  # valid records with fields the schema does not declare
+    ruled: int = 0
+    broken: dict[str, int] = field(default_factory=dict)
 
 
-def count_lines(parsed: DataFrame) -> LineCounts:
-    """One aggregation over `parse_lines` output."""
+def count_lines(parsed: DataFrame, rules: Sequence[str] = ()) -> LineCounts:
+    """One aggregation over `parse_lines` output (`rules`: the row rules' names)."""
     non_blank = ~F.col("_blank")
-    bad = non_blank & F.col("_error").isNotNull()
-    rescued = non_blank & F.col("_error").isNull() & F.col(RESCUED).isNotNull()
+    error = F.col("_error")
+    bad = non_blank & error.isNotNull()
+    rescued = non_blank & error.isNull() & F.col(RESCUED).isNotNull()
+    prefix = f"{ERR_RULE}: "
+    ruled = non_blank & (error.isNull() | error.startswith(prefix))
+    broken = F.split(F.substring(error, len(prefix) + 1, 1 << 20), ", ")
     row = parsed.agg(
         F.count(F.when(non_blank, 1)).alias("rows_in"),
         F.count(F.when(bad, 1)).alias("bad"),
         F.count(F.when(rescued, 1)).alias("rescued"),
+        F.count(F.when(ruled, 1)).alias("ruled"),
+        *[
+            F.count(
+                F.when(bad & error.startswith(prefix) & F.array_contains(broken, name), 1)
+            ).alias(f"rule_{i}")
+            for i, name in enumerate(rules)
+        ],
     ).first()
-    rows_in = int(row["rows_in"]) if row else 0
-    bad_rows = int(row["bad"]) if row else 0
-    rescued_rows = int(row["rescued"]) if row else 0
-    return LineCounts(rows_in=rows_in, good=rows_in - bad_rows, bad=bad_rows, rescued=rescued_rows)
+    assert row is not None
+    rows_in, bad_rows = int(row["rows_in"]), int(row["bad"])
+    return LineCounts(
+        rows_in=rows_in,
+        good=rows_in - bad_rows,
+        bad=bad_rows,
+        rescued=int(row["rescued"]),
+        ruled=int(row["ruled"]),
+        broken={name: int(row[f"rule_{i}"]) for i, name in enumerate(rules)},
+    )
 
 
 def unknown_fields(parsed: DataFrame) -> list[str]:
@@ -547,15 +569,27 @@ def _log_entries(path: Path) -> list[dict[str, Any]]:
 
 
 class BronzeBatch:
-    """The `foreachBatch` function: parse, write bronze, write quarantine, report."""
+    """The `foreachBatch` function: parse, check both tables' rows (the quality gate), write
+    bronze, write quarantine, report."""
 
     def __init__(
         self, catalog: Catalog, dataset: Dataset, checkpoint: Path, progress: RunProgress
     ) -> None:
+        from quality.gate import Gate
+        from quality.suites import bronze_table, quarantine_table  # GX: a heavy import
+
         tables = catalog.tables(dataset.name)
         self.dataset = dataset
         self.bronze = tables.bronze.path
         self.quarantine = tables.quarantine.path
+        remedy = (
+            f"fix those landing files (or the expectation in {dataset.spec.file}) and run "
+            f"`runoff bronze {dataset.name}` again: it reads the same files"
+        )
+        self.gates = (
+            Gate(bronze_table(catalog, dataset.spec), remedy),
+            Gate(quarantine_table(catalog, dataset.spec), remedy),
+        )
         self.checkpoint = checkpoint
         self.progress = progress
         self.added_columns: list[str] = []  # schema_evolution add_columns: added by this run
@@ -587,12 +621,22 @@ class BronzeBatch:
         ingested_at = datetime.now(UTC)
         parsed = parse_lines(batch, self.dataset).persist()
         try:
-            counts = count_lines(parsed)
+            counts = count_lines(parsed, [rule.name for rule in self.dataset.rules])
             logger.debug("batch %s: parsed and counted in %.2f s", batch_id, elapsed(started))
+            extra = self._extra_columns(parsed, counts) if counts.good and not bronze_done else []
+            good = good_rows(parsed, self.dataset, batch_id, ingested_at, extra)
+            bad = quarantine_rows(parsed, batch_id, ingested_at)
+            # The gate: both tables' rows are checked before anything of the batch is written.
+            gate, quarantine_gate = self.gates
+            if not bronze_done:
+                gate.record(rule_checks(gate.table.name, batch_id, counts.ruled, counts.broken))
+                gate.check(good, batch_id, counts.good)
+            if not quarantine_done:
+                quarantine_gate.check(bad, batch_id, counts.bad)
+            logger.debug("batch %s: checked at %.2f s", batch_id, elapsed(started))
             if counts.good and not bronze_done:
-                extra = self._extra_columns(parsed, counts)
                 append(
-                    good_rows(parsed, self.dataset, batch_id, ingested_at, extra),
+                    good,
                     self.bronze,
                     partition_by=["event_date"],
                     app_id=self.app_id,
@@ -602,7 +646,7 @@ class BronzeBatch:
                 logger.debug("batch %s: bronze written at %.2f s", batch_id, elapsed(started))
             if counts.bad and not quarantine_done:
                 append(
-                    quarantine_rows(parsed, batch_id, ingested_at),
+                    bad,
                     self.quarantine,
                     partition_by=["ingest_date"],
                     app_id=self.app_id,
@@ -730,6 +774,7 @@ def run(
             )
         finally:
             record.versions_after = {t: table_version(p) for t, p in tables.items()}
+            record_checks(catalog.quality_results.path, record, batches.gates)
             record.details["rows_in"] = sum(b.rows_in for b in progress.batches)
             record.details["replayed_batches"] = sum(b.replayed for b in progress.batches)
             if batches.added_columns:

@@ -262,6 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not args.verbose:
+        # A failed foreachBatch (e.g. a critical expectation) is reported as one line below;
+        # py4j would log its whole Python traceback first.
+        logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
     previous = interrupts.install()
     try:
         config = RunoffConfig.from_sources(

@@ -80,6 +80,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from quality.gate import Gate
+
 logger = logging.getLogger(__name__)
 
 TRIGGER = "available-now"
@@ -177,12 +179,18 @@ class MergeOutcome:
 
 
 def merge_batch(
-    path: Path, batch: DataFrame, aggregate: SilverAggregate, app_id: str, batch_id: int
+    path: Path,
+    batch: DataFrame,
+    aggregate: SilverAggregate,
+    app_id: str,
+    batch_id: int,
+    gate: Gate | None = None,
 ) -> MergeOutcome:
-    """MERGE one micro-batch's output into the silver table, at most once per (app_id, batch_id).
+    """MERGE one micro-batch's output into the silver table, at most once per (app_id, batch_id),
+    once `gate` (the table's batch expectations) passed it.
 
-    The batch is cached while it is used twice (its window range, then the MERGE): evaluating a
-    stateful micro-batch twice would run its aggregation twice.
+    The batch is cached while it is used more than once (its window range, the gate, the MERGE):
+    evaluating a stateful micro-batch twice would run its aggregation twice.
     """
     started = time.perf_counter()
     if already_committed(path, app_id, batch_id):
@@ -199,6 +207,8 @@ def merge_batch(
         rows, window_range = batch_profile(data)
         if rows == 0:
             return MergeOutcome(0, 0, 0, time.perf_counter() - started, False, table_version(path))
+        if gate is not None:
+            gate.check(data, batch_id, rows)  # a critical failure raises: nothing is merged
         metrics = merge(
             data,
             path,
@@ -227,12 +237,16 @@ def spark_columns(spark: SparkSession, path: Path) -> list[str]:
 
 
 class BatchWriter:
-    """What one silver table's `foreachBatch` does: MERGE the batch's output, exactly once."""
+    """What one silver table's `foreachBatch` does: check the batch's output (the quality gate),
+    then MERGE it, exactly once."""
 
-    def __init__(self, aggregate: SilverAggregate, path: Path, checkpoint: Path) -> None:
+    def __init__(
+        self, aggregate: SilverAggregate, path: Path, checkpoint: Path, gate: Gate | None = None
+    ) -> None:
         self.aggregate = aggregate
         self.path = path
         self.checkpoint = checkpoint
+        self.gate = gate
         self.outcomes: dict[int, MergeOutcome] = {}
         self._app_id: str | None = None
         # Keeps the Python error of a failed batch (Spark wraps it in pages of JVM text).
@@ -249,7 +263,7 @@ class BatchWriter:
 
     def process(self, batch: DataFrame, batch_id: int) -> None:
         self.outcomes[batch_id] = merge_batch(
-            self.path, batch, self.aggregate, self.app_id, batch_id
+            self.path, batch, self.aggregate, self.app_id, batch_id, self.gate
         )
 
 
@@ -447,7 +461,17 @@ def run_silver(
         "max_files_per_trigger": options.max_files_per_trigger,
     }
     tables = {name: table.path for name, table in silver.items()}
+    from quality.gate import Gate
+    from quality.gate import record_run as record_checks
+    from quality.suites import dataset_tables  # GX: a heavy import
+
     runs: list[TableRun] = []
+    checked = {t.name: t for t in dataset_tables(catalog, dataset.name) if t.kind == "silver"}
+    remedy = (
+        f"fix bronze (`runoff backfill {dataset.name} --start DAY --end DAY`) or the expectation "
+        f"in {dataset.spec.file}, then run `runoff silver {dataset.name}` again: it reads the same "
+        "bronze rows"
+    )
     with recorded_run(config.runs_path, record):
         record.versions_before = {table: table_version(path) for table, path in tables.items()}
         record.versions_after = dict(record.versions_before)
@@ -477,7 +501,9 @@ def run_silver(
                         aggregate=aggregate,
                         path=path,
                         checkpoint=checkpoint,
-                        writer=BatchWriter(aggregate, path, checkpoint),
+                        writer=BatchWriter(
+                            aggregate, path, checkpoint, Gate(checked[aggregate.table], remedy)
+                        ),
                         version_before=record.versions_before[aggregate.table],
                     )
                 )
@@ -494,6 +520,8 @@ def run_silver(
                     await_query(run, report)
             finally:
                 _close(record, runs)
+                gates = [run.writer.gate for run in runs if run.writer.gate is not None]
+                record_checks(catalog.quality_results.path, record, gates)
     summarize(record, runs, report)
     return record
 

@@ -1,4 +1,6 @@
-"""The results history `<home>/quality/results`: one row per expectation per validated table.
+"""The results history `<home>/quality/results`: one row per expectation per validated table,
+and one per expectation per micro-batch the gate checked before its commit (`batch_id` set, with
+the rows evaluated, failed and quarantined: `batch_rows`).
 
 Appended through delta-spark (parked until the next Spark run when `validate` runs without a
 SparkSession: `delta_tables.ops`), one append per `validate` run. Besides trends, it is where the
@@ -14,11 +16,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from quality.increments import Watermark
+
+if TYPE_CHECKING:
+    from quality.gate import BatchCheck
 
 RESULTS_SCHEMA = pa.schema(
     [
@@ -40,10 +45,15 @@ RESULTS_SCHEMA = pa.schema(
         # No critical expectation of this table failed in this run.
         pa.field("table_passed", pa.bool_()),
         pa.field("validated_at", pa.timestamp("us", tz="UTC")),
+        # Gate rows (`quality.gate`): the micro-batch and its counts; null for `validate` rows.
+        pa.field("batch_id", pa.int64()),
+        pa.field("evaluated", pa.int64()),
+        pa.field("failed", pa.int64()),
+        pa.field("quarantined", pa.int64()),
     ]
 )
 
-RESULT_KEY = ("run_id", "table", "expectation")
+RESULT_KEY = ("run_id", "table", "suite", "expectation")
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,10 @@ class ResultRow:
     rows: int
     table_passed: bool
     validated_at: datetime
+    batch_id: int | None = None
+    evaluated: int | None = None
+    failed: int | None = None
+    quarantined: int | None = None
 
 
 def append_results(path: Path, rows: Sequence[ResultRow]) -> None:
@@ -74,6 +88,48 @@ def append_results(path: Path, rows: Sequence[ResultRow]) -> None:
         return
     data = pa.Table.from_pylist([asdict(r) for r in rows], schema=RESULTS_SCHEMA)
     append_rows(path, data, RESULT_KEY)
+
+
+def batch_rows(
+    run_id: str,
+    dataset: str,
+    layer: str,
+    checks: Sequence[BatchCheck],
+    versions_before: dict[str, int],
+    versions_after: dict[str, int],
+    table_ids: dict[str, str],
+    checked_at: datetime,
+) -> list[ResultRow]:
+    """The gate's checks of one run as history rows (suite `<table>_batch`, the run's versions
+    of the table: before the run, exclusive, and after it)."""
+    rows = []
+    for c in checks:
+        before = versions_before.get(c.table, -1)
+        rows.append(
+            ResultRow(
+                run_id=run_id,
+                dataset=dataset,
+                table=c.table,
+                table_id=table_ids.get(c.table, ""),
+                layer=layer,
+                suite=f"{c.table}_batch {c.batch_id}",
+                expectation=c.expectation,
+                severity=c.severity,
+                success=c.success,
+                observed=c.observed,
+                from_version=before,
+                to_version=versions_after.get(c.table, before),
+                full=False,
+                rows=c.evaluated,
+                table_passed=not c.critical_failure,
+                validated_at=checked_at,
+                batch_id=c.batch_id,
+                evaluated=c.evaluated,
+                failed=c.failed,
+                quarantined=c.quarantined,
+            )
+        )
+    return rows
 
 
 def _read(path: Path, equal: dict[str, str | bool], columns: list[str] | None) -> pa.Table:
@@ -93,14 +149,17 @@ def read_results(
 
 
 def last_validated(path: Path, dataset: str) -> dict[str, Watermark]:
-    """Per table of `dataset`: the version and table id of its last successful validation."""
+    """Per table of `dataset`: the version and table id of its last successful validation (the
+    gate's batch rows are not validations of the table)."""
     data = _read(
         path,
         {"dataset": dataset, "table_passed": True},
-        ["table", "table_id", "to_version", "validated_at"],
+        ["table", "table_id", "to_version", "validated_at", "batch_id"],
     )
     latest: dict[str, tuple[datetime, int, str]] = {}
     for row in data.to_pylist():
+        if row["batch_id"] is not None:
+            continue
         candidate = (row["validated_at"], row["to_version"], row["table_id"])
         if row["table"] not in latest or candidate[:2] > latest[row["table"]][:2]:
             latest[row["table"]] = candidate

@@ -247,6 +247,27 @@ def read_rows(
     return dataset.to_table(columns=list(columns) if columns is not None else None)
 
 
+def count_rows(table: DeltaTable, increment: Increment) -> int:
+    """How many rows the increment's files hold, from the log's statistics (a file without a
+    row count is counted from its Parquet footer); the whole table is counted exactly."""
+    from delta_tables.arrow import count_rows as count_table
+
+    if increment.new_files is None or needs_datafusion(table) is not None:
+        return count_table(table)
+    new_files = increment.new_files
+    total, unknown = 0, set()
+    for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
+        if action["path"] not in new_files:
+            continue
+        if action.get("num_records") is None:
+            unknown.add(action["path"])
+        else:
+            total += int(action["num_records"])
+    if unknown:
+        total += _dataset(increment.path, table, lambda a: a["path"] in unknown).count_rows()
+    return total
+
+
 def read_table(
     table: DeltaTable, columns: Sequence[str] | None = None, path: Path | None = None
 ) -> pa.Table:

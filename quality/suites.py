@@ -1,19 +1,25 @@
 """Expectation suites derived from a dataset's spec: one suite per table, plus the quarantine share.
 
 Input: the catalog and a dataset name. Output: `CheckedTable`s (bronze, quarantine, every silver
-table) each holding `SuiteSpec`s: a Great Expectations suite and the frame it checks:
-- `rows`: the table's changed rows (for silver also the older rows sharing a key with them), with
-  derived columns added by `quality.frames` (`event_time_date`, `window_seconds`,
-  `window_start_offset_seconds`);
-- `quarantine_share`: one row: bronze rows, quarantined rows and their share for the run;
+table) each holding `SuiteSpec`s: a Great Expectations suite and the frame it checks. Two stages:
+
+Before the commit (`quality.gate`, on the micro-batch as a Spark DataFrame):
+- `batch`: the rows a micro-batch is about to commit, with derived columns (`event_time_date`,
+  `window_seconds`, `window_start_offset_seconds`): the row-level expectations derived from the
+  spec and every declared expectation but freshness (and those with severity `quarantine`, which
+  bronze applies as row rules).
+
+After the commit (`runoff validate`, on the Delta version range since the last validation):
+- `counts`: one row: the rows the range added (`rows_added`), from the Delta log;
+- `rows` (silver): the key columns of the changed rows and of the older rows sharing a key with
+  them: one row per window and key across the table;
+- `quarantine_share`: one row: bronze rows, quarantined rows and their share for the range;
 - `freshness`: one row: the table's newest event time and its age in seconds at validation
   (`newest_event_age_seconds`), for the spec's `{expect: freshness, max_age: ...}` expectations;
   it is validated on every run, with or without new data.
 
-Derived from the spec for every dataset: required columns and keys not null, one row per window
-and key, the window size and alignment, the bronze metadata; then the spec's own `expectations`
-(any GX expectation by its snake_case name, with its arguments, or `freshness`). Every
-expectation carries a severity: `critical` fails the run, `warning` is reported.
+Every expectation carries a severity: `critical` stops the batch (gate) or fails the run
+(validate), `warning` is recorded and reported.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from core.specs import Expectation as DeclaredExpectation
 from delta_tables.catalog import Catalog
 
 Severity = Literal["critical", "warning"]
-Frame = Literal["rows", "quarantine_share", "freshness"]
+Frame = Literal["batch", "counts", "rows", "quarantine_share", "freshness"]
 TableKind = Literal["bronze", "quarantine", "silver"]
 
 # Share of a run's input lines that may land in quarantine before it is reported / fails the run.
@@ -47,6 +53,8 @@ QUARANTINE_FAIL_SHARE = 0.20
 
 # Suite parameter of the bronze row count: set by the runner for every validation.
 MIN_ROWS_PARAMETER = "min_rows"
+# The column of the counts frame: rows the validated versions added.
+ROWS_ADDED_COLUMN = "rows_added"
 # The column of the freshness frame that `freshness` expectations check.
 FRESHNESS_AGE_COLUMN = "newest_event_age_seconds"
 
@@ -84,6 +92,12 @@ class CheckedTable:
     window_seconds: int | None = None
     slide_seconds: int | None = None
     newest_event_column: str | None = None  # its max is the newest event (freshness)
+
+    @property
+    def batch_expectations(self) -> tuple[Expectation, ...]:
+        """What the gate checks on every micro-batch of the table before it is committed."""
+        suite = self.suite("batch")
+        return suite.expectations if suite else ()
 
     @property
     def layer(self) -> Literal["bronze", "silver"]:
@@ -194,8 +208,15 @@ def freshness(item: DeclaredExpectation) -> Expectation:
 
 
 def _row_expectations(spec: DatasetSpec, table: str) -> list[Expectation]:
-    """The declared expectations of `table` checked on its rows (all but freshness)."""
-    return declared(tuple(e for e in spec.expectations_of(table) if not e.is_freshness))
+    """The declared expectations of `table` the gate checks on every batch: all but freshness and
+    those with severity `quarantine` (bronze row rules: their rows never reach the batch)."""
+    return declared(
+        tuple(
+            e
+            for e in spec.expectations_of(table)
+            if not e.is_freshness and e.severity != "quarantine"
+        )
+    )
 
 
 def _freshness_suites(spec: DatasetSpec, table: str, name: str) -> tuple[SuiteSpec, ...]:
@@ -220,17 +241,7 @@ def bronze_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
     table = catalog.tables(spec.name).bronze
     renames = dict(spec.rename)
     required = [renames.get(column, column) for column in spec.required]
-    expectations: list[Expectation] = [
-        gx.expectations.ExpectTableRowCountToBeBetween(
-            min_value={"$PARAMETER": MIN_ROWS_PARAMETER},
-            severity=FailureSeverity.CRITICAL,
-            notes=_notes(
-                "critical",
-                f"`{MIN_ROWS_PARAMETER}` is 1 when a run wrote to the table in the validated "
-                "versions (it had input, so it must have added rows) and 0 otherwise (e.g. a "
-                "table just created empty).",
-            ),
-        ),
+    batch: list[Expectation] = [
         not_null("event_time", why="the event time drives windows and partitions."),
         *(
             not_null(column, why="a required field: records without it go to quarantine.")
@@ -252,6 +263,17 @@ def bronze_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
         between("_batch_id", "critical", "micro-batch ids start at 0.", min_value=0),
         *_row_expectations(spec, "bronze"),
     ]
+    counts = gx.expectations.ExpectColumnMinToBeBetween(
+        column=ROWS_ADDED_COLUMN,
+        min_value={"$PARAMETER": MIN_ROWS_PARAMETER},
+        severity=FailureSeverity.CRITICAL,
+        notes=_notes(
+            "critical",
+            f"`{MIN_ROWS_PARAMETER}` is 1 when a run wrote to the table in the validated "
+            "versions (it had input, so it must have added rows) and 0 otherwise (e.g. a "
+            "table just created empty).",
+        ),
+    )
     return CheckedTable(
         name=table.name,
         dataset=spec.name,
@@ -259,10 +281,17 @@ def bronze_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
         path=table.path,
         suites=(
             SuiteSpec(
+                f"{table.name}_batch",
+                table.name,
+                "batch",
+                tuple(batch),
+                f"Every micro-batch of `{spec.name}` bronze rows, before it is committed.",
+            ),
+            SuiteSpec(
                 table.name,
                 table.name,
-                "rows",
-                tuple(expectations),
+                "counts",
+                (counts,),
                 f"Bronze rows of `{spec.name}` added since the last validation.",
             ),
             *_freshness_suites(spec, "bronze", table.name),
@@ -275,10 +304,10 @@ def bronze_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
 def quarantine_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
     table = catalog.tables(spec.name).quarantine
     name = table.name
-    rows = SuiteSpec(
+    batch = SuiteSpec(
+        f"{name}_batch",
         name,
-        name,
-        "rows",
+        "batch",
         (
             not_null("_error", why="a quarantined line says why it was rejected."),
             not_null("_source_file", why="a quarantined line names its file."),
@@ -288,7 +317,7 @@ def quarantine_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
             between("_line_number", "critical", "line numbers start at 1.", min_value=1),
             *_row_expectations(spec, "quarantine"),
         ),
-        f"Malformed `{spec.name}` lines quarantined since the last validation.",
+        f"Every micro-batch of malformed `{spec.name}` lines, before it is committed.",
     )
     share = SuiteSpec(
         f"{name}_share",
@@ -325,7 +354,7 @@ def quarantine_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
         dataset=spec.name,
         kind="quarantine",
         path=table.path,
-        suites=(rows, share, *_freshness_suites(spec, "quarantine", name)),
+        suites=(batch, share, *_freshness_suites(spec, "quarantine", name)),
         newest_event_column=spec.newest_event_column("quarantine"),
     )
 
@@ -337,17 +366,9 @@ def silver_table(catalog: Catalog, spec: DatasetSpec, silver: SilverSpec) -> Che
     keys = silver.key_columns
     window = interval_seconds(silver.window) if silver.window else None
     slide = interval_seconds(silver.slide) if silver.slide else None
-    expectations: list[Expectation] = [
-        *(not_null(key, why="part of the row's key.") for key in keys),
-        unique(
-            keys,
-            "critical",
-            f"one row per {', '.join(keys)}: checked over every row of the table that shares "
-            "a key with the changed rows.",
-        ),
-    ]
+    batch: list[Expectation] = [not_null(key, why="part of the row's key.") for key in keys]
     if window is not None:
-        expectations.append(
+        batch.append(
             in_set(
                 "window_seconds",
                 (window,),
@@ -355,7 +376,7 @@ def silver_table(catalog: Catalog, spec: DatasetSpec, silver: SilverSpec) -> Che
                 f"window_end - window_start is the window size ({silver.window}).",
             )
         )
-        expectations.append(
+        batch.append(
             in_set(
                 "window_start_offset_seconds",
                 (0,),
@@ -363,21 +384,38 @@ def silver_table(catalog: Catalog, spec: DatasetSpec, silver: SilverSpec) -> Che
                 f"windows start on multiples of {silver.slide or silver.window} since the epoch.",
             )
         )
-    expectations.extend(_row_expectations(spec, name))
-    suite = SuiteSpec(
+    batch.extend(_row_expectations(spec, name))
+    rows = SuiteSpec(
         name,
         name,
         "rows",
-        tuple(expectations),
-        f"{silver.description or name}: rows changed since the last validation and the rows "
-        "sharing their keys.",
+        (
+            unique(
+                keys,
+                "critical",
+                f"one row per {', '.join(keys)}: checked over every row of the table that shares "
+                "a key with the changed rows.",
+            ),
+        ),
+        f"{silver.description or name}: the keys of the rows changed since the last validation "
+        "and of the rows sharing them.",
     )
     return CheckedTable(
         name=name,
         dataset=spec.name,
         kind="silver",
         path=table.path,
-        suites=(suite, *_freshness_suites(spec, name, name)),
+        suites=(
+            SuiteSpec(
+                f"{name}_batch",
+                name,
+                "batch",
+                tuple(batch),
+                f"{silver.description or name}: every micro-batch, before it is merged.",
+            ),
+            rows,
+            *_freshness_suites(spec, name, name),
+        ),
         keys=keys,
         window_seconds=window,
         slide_seconds=slide,

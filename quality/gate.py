@@ -1,0 +1,260 @@
+"""The quality gate: each micro-batch is checked with Great Expectations on Spark before it is
+committed.
+
+bronze (its bronze rows and its quarantined lines) and silver (the rows a batch merges) call
+`Gate.check(frame, batch_id)` inside `foreachBatch`, before writing anything. The frame is the
+batch's Spark DataFrame: GX's Spark execution engine computes every metric as Spark aggregations,
+so no row reaches the driver but the few unexpected values a result shows (`partial_unexpected`,
+at most `SAMPLE` of them) and the validation of an increment needs no more driver memory than its
+count does.
+
+Actions (the spec's `severity`):
+- `critical`: `check` raises `QualityCheckFailed` (exit code 1) naming the table, the batch, the
+  expectation, the observed value and the remedy. The caller has written nothing of the batch, and
+  Spark does not commit a batch whose function failed: the checkpoint stays before it and the next
+  run reads the same data again (after a fix of the data or the spec, it publishes once).
+- `warning`: recorded (ledger, results history) and reported; the batch is published.
+- `quarantine`: applied by bronze as row rules before the gate (the failing rows go to quarantine
+  named by the expectation); `rule_checks` turns their per-batch counts into the same records.
+
+Every check of a run is kept in `Gate.checks` (one `BatchCheck` per expectation per batch) for the
+run ledger and the results history (`quality.history.batch_rows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.console import say
+from core.ledger import RunRecord
+from quality.runner import QualityCheckFailed, describe_expectation, describe_observed
+
+if TYPE_CHECKING:
+    from great_expectations.core.batch_definition import BatchDefinition
+    from pyspark.sql import DataFrame
+
+    from quality.suites import CheckedTable
+
+# Unexpected values shown per failed expectation (collected to the driver: a bounded sample).
+SAMPLE = 3
+DATASOURCE = "runoff_batches"
+BATCH_DEFINITION = "batch"
+
+
+@dataclass(frozen=True)
+class BatchCheck:
+    """One expectation on one micro-batch of one table."""
+
+    table: str
+    batch_id: int
+    expectation: str
+    severity: str  # critical, warning or quarantine
+    evaluated: int  # rows the expectation looked at
+    failed: int  # rows (or 1 for a table-level expectation) that did not meet it
+    quarantined: int  # rows sent to quarantine for it (severity quarantine)
+    observed: str
+    success: bool
+
+    @property
+    def critical_failure(self) -> bool:
+        return not self.success and self.severity == "critical"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@cache
+def _definition(table: str) -> BatchDefinition:
+    """A whole-dataframe batch definition on Spark for `table`, in one ephemeral GX context per
+    process (nothing of a batch check is written to the GX project)."""
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = _context()
+    try:
+        source = context.data_sources.get(DATASOURCE)
+    except (KeyError, ValueError, gx.exceptions.DataContextError):
+        context.variables.progress_bars = ProgressBarsConfig(
+            globally=False, metric_calculations=False
+        )
+        source = context.data_sources.add_spark(DATASOURCE)
+    asset = source.add_dataframe_asset(table)
+    return asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION)
+
+
+@cache
+def _context() -> Any:
+    import great_expectations as gx
+
+    return gx.get_context(mode="ephemeral")
+
+
+def with_derived(frame: DataFrame, table: CheckedTable) -> DataFrame:
+    """The batch plus the derived columns its expectations check: bronze `event_time_date` (UTC
+    date of event_time), windowed silver `window_seconds` and `window_start_offset_seconds`."""
+    from pyspark.sql import functions as F
+
+    if table.kind == "bronze" and "event_time" in frame.columns:
+        return frame.withColumn("event_time_date", F.to_date("event_time"))
+    if table.kind == "silver" and table.window_seconds is not None:
+        start, end = F.unix_seconds("window_start"), F.unix_seconds("window_end")
+        step = table.slide_seconds or table.window_seconds
+        return frame.withColumns(
+            {
+                "window_seconds": end - start,
+                "window_start_offset_seconds": F.pmod(start, F.lit(step)),
+            }
+        )
+    return frame
+
+
+class Gate:
+    """Checks every micro-batch of one table before it is committed; remembers every check."""
+
+    def __init__(self, table: CheckedTable, remedy: str) -> None:
+        self.table = table
+        self.remedy = remedy
+        self.checks: list[BatchCheck] = []
+
+    def check(self, frame: DataFrame, batch_id: int, rows: int) -> list[BatchCheck]:
+        """Validate `frame` (the batch's `rows` rows, cached by the caller) with the table's
+        batch expectations; raise `QualityCheckFailed` when a critical one fails."""
+        expectations = self.table.batch_expectations
+        if not expectations or rows == 0:
+            return []
+        import great_expectations as gx
+
+        suite = gx.ExpectationSuite(
+            name=f"{self.table.name}_batch", expectations=[e.copy(deep=True) for e in expectations]
+        )
+        batch = _definition(self.table.name).get_batch(
+            batch_parameters={"dataframe": with_derived(frame, self.table)}
+        )
+        result = batch.validate(
+            suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE}
+        )
+        checks = []
+        for item in result.results:
+            config = item.expectation_config
+            assert config is not None, f"{self.table.name}: a result without its expectation"
+            severity = getattr(config, "severity", None)
+            outcome = dict(item.result or {})
+            failed = outcome.get("unexpected_count")
+            checks.append(
+                BatchCheck(
+                    table=self.table.name,
+                    batch_id=batch_id,
+                    expectation=describe_expectation(config.type, dict(config.kwargs)),
+                    severity=str(getattr(severity, "value", severity) or "critical"),
+                    evaluated=int(outcome.get("element_count") or rows),
+                    failed=int(failed) if failed is not None else int(not item.success),
+                    quarantined=0,
+                    observed=describe_observed(outcome, item.exception_info),
+                    success=bool(item.success),
+                )
+            )
+        self.checks.extend(checks)
+        failures = [c for c in checks if c.critical_failure]
+        if failures:
+            raise QualityCheckFailed(self.failure_message(failures))
+        return checks
+
+    def record(self, checks: Sequence[BatchCheck]) -> None:
+        """Keep checks made elsewhere (bronze's row rules) with this table's."""
+        self.checks.extend(checks)
+
+    def failure_message(self, failures: Sequence[BatchCheck]) -> str:
+        first = failures[0]
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        return (
+            f"critical expectation failed on {first.table} in batch {first.batch_id}: "
+            f"{first.expectation}: observed {first.observed}{more}. Nothing of the batch was "
+            f"committed and the checkpoint stays before it: {self.remedy}"
+        )
+
+
+def rule_checks(
+    table: str, batch_id: int, evaluated: int, broken: Mapping[str, int]
+) -> list[BatchCheck]:
+    """Bronze's row rules on one batch (`broken`: rule name -> rows it sent to quarantine)."""
+    return [
+        BatchCheck(
+            table=table,
+            batch_id=batch_id,
+            expectation=name,
+            severity="quarantine",
+            evaluated=evaluated,
+            failed=count,
+            quarantined=count,
+            observed=f"{count} of {evaluated} quarantined",
+            success=count == 0,
+        )
+        for name, count in broken.items()
+    ]
+
+
+def summarize(checks: Sequence[BatchCheck]) -> dict[str, dict[str, Any]]:
+    """Per table and expectation over a run's batches: severity, batches, evaluated, failed,
+    quarantined (the run ledger's `details.expectations`)."""
+    totals: dict[str, dict[str, Any]] = {}
+    for c in checks:
+        key = f"{c.table}: {c.expectation}"
+        entry = totals.setdefault(
+            key,
+            {"severity": c.severity, "batches": 0, "evaluated": 0, "failed": 0, "quarantined": 0},
+        )
+        entry["batches"] += 1
+        entry["evaluated"] += c.evaluated
+        entry["failed"] += c.failed
+        entry["quarantined"] += c.quarantined
+    return totals
+
+
+def problems(checks: Sequence[BatchCheck]) -> list[str]:
+    """One line per failed expectation of a run (warnings and quarantine rules with rows)."""
+    lines = []
+    for key, entry in summarize(checks).items():
+        if entry["failed"]:
+            verb = "quarantined" if entry["severity"] == "quarantine" else entry["severity"]
+            lines.append(
+                f"{key}: {entry['failed']} of {entry['evaluated']} rows ({verb}) over "
+                f"{entry['batches']} batches"
+            )
+    return lines
+
+
+def record_run(results: Path, record: RunRecord, gates: Sequence[Gate]) -> None:
+    """Put a run's checks in its ledger record (`details.expectations`: totals per table and
+    expectation) and in the results history (a row per expectation per batch); say what failed."""
+    from deltalake import DeltaTable
+
+    from delta_tables.writes import is_delta_table
+    from quality.history import append_results, batch_rows
+
+    checks = [c for gate in gates for c in gate.checks]
+    if not checks:
+        return
+    record.details["expectations"] = summarize(checks)
+    ids = {
+        gate.table.name: str(DeltaTable(str(gate.table.path)).metadata().id)
+        for gate in gates
+        if gate.checks and is_delta_table(gate.table.path)
+    }
+    rows = batch_rows(
+        record.run_id,
+        record.dataset,
+        record.layer,
+        checks,
+        record.versions_before,
+        record.versions_after,
+        ids,
+        datetime.now(UTC),
+    )
+    append_results(results, rows)
+    for line in problems(checks):
+        say(f"{record.layer} {record.dataset}: {line}")
