@@ -23,6 +23,7 @@ run ledger and the results history (`quality.history.batch_rows`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -120,6 +121,7 @@ class Gate:
         self.table = table
         self.remedy = remedy
         self.checks: list[BatchCheck] = []
+        self.seconds = 0.0  # spent validating, over the run's batches
 
     def check(self, frame: DataFrame, batch_id: int, rows: int) -> list[BatchCheck]:
         """Validate `frame` (the batch's `rows` rows, cached by the caller) with the table's
@@ -129,6 +131,7 @@ class Gate:
             return []
         import great_expectations as gx
 
+        started = time.perf_counter()
         suite = gx.ExpectationSuite(
             name=f"{self.table.name}_batch", expectations=[e.copy(deep=True) for e in expectations]
         )
@@ -159,6 +162,7 @@ class Gate:
                 )
             )
         self.checks.extend(checks)
+        self.seconds += time.perf_counter() - started
         failures = [c for c in checks if c.critical_failure]
         if failures:
             raise QualityCheckFailed(self.failure_message(failures))
@@ -240,6 +244,7 @@ def record_run(results: Path, record: RunRecord, gates: Sequence[Gate]) -> None:
     if not checks:
         return
     record.details["expectations"] = summarize(checks)
+    record.details["gate_seconds"] = round(sum(gate.seconds for gate in gates), 3)
     ids = {
         gate.table.name: str(DeltaTable(str(gate.table.path)).metadata().id)
         for gate in gates
