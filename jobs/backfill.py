@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from jobs.dataset import Dataset, SilverAggregate
+    from quality.gate import Gate
 
 LAYER = "backfill"
 TRIGGER = "batch"
@@ -457,11 +458,19 @@ def run_backfill(
 ) -> BackfillResult:
     """Re-run the interval: bronze, quarantine, silver; one ledger row. See the module doc."""
     from delta_tables.catalog import Catalog
-    from jobs.bronze import good_rows, parse_lines, quarantine_rows
     from jobs.dataset import load_dataset
     from jobs.streaming import recorded_run
+    from quality.gate import Gate
+    from quality.gate import record_run as record_checks
+    from quality.suites import dataset_tables
 
-    dataset = load_dataset(Catalog.load(config), dataset_name)
+    catalog = Catalog.load(config)
+    dataset = load_dataset(catalog, dataset_name)
+    remedy = (
+        f"fix the interval's landing files (or the expectation in {dataset.spec.file}) and run "
+        "the backfill again"
+    )
+    gates = {t.name: Gate(t, remedy) for t in dataset_tables(catalog, dataset_name)}
     name = dataset.name
     started = time.perf_counter()
     record = RunRecord(dataset=name, layer=LAYER, trigger=TRIGGER)
@@ -480,59 +489,12 @@ def run_backfill(
     with recorded_run(config.runs_path, record):
         record.versions_before = {t: table_version(p) for t, p in tables.items()}
         record.versions_after = dict(record.versions_before)
-        with hold_locks(config, dataset, f"runoff backfill {name} {interval}"):
-            files = interval_files(config, name, interval)
-            record.files = len(files)
-            archived = sum(f.archived for f in files)
-            report(
-                f"backfill {name} {interval}: {len(files)} landing files "
-                f"({archived} archived, {len(files) - archived} in landing)"
-            )
-            if spark is None:
-                from jobs.spark import get_spark
-
-                spark = get_spark(app_name=f"runoff-backfill-{name}", config=config)
-            if not files:
-                refuse_empty_interval(spark, config, name, interval)
-            ingested_at = datetime.now(UTC)
-            batch_id = max(last_batch_id(bronze_checkpoint(config, name)) or 0, 0)
-            raw = read_interval_lines(spark, config, name, files)
-            parsed = parse_lines(raw, dataset).persist()
-            fresh = good_rows(parsed, dataset, batch_id, ingested_at).persist()
-            try:
-                inside, outside = count_by_interval(fresh, interval)
-                record.rows = inside
-                record.details["records_outside_interval"] = outside
-                if outside:
-                    report(
-                        f"backfill {name}: {outside} records of the interval's files are dated "
-                        f"outside {interval}: left as bronze has them"
-                    )
-                done(replace_bronze(spark, config, name, interval, fresh))
-                bad = quarantine_rows(parsed, batch_id, ingested_at)
-                done(replace_quarantine(spark, config, name, interval, bad))
-                record.quarantined = result.changes[-1].rows
-            finally:
-                fresh.unpersist()
-                parsed.unpersist()
-            record.details["archived_files"] = archive_pending(config, name, files)
-            bronze_version = table_version(config.bronze_path(name))
-            if bronze_version < 0:
-                report(f"backfill {name}: no bronze table yet: silver left alone")
-            else:
-                # Silver from the bronze snapshot just written (not whatever comes later).
-                bronze = _read(spark, config.bronze_path(name), bronze_version)
-                near = bronze_near(bronze, dataset, interval).persist()
-                try:
-                    for aggregate in dataset.aggregates:
-                        source = near if aggregate.window is not None else bronze
-                        done(replace_silver(spark, config, dataset, aggregate, source, interval))
-                finally:
-                    near.unpersist()
+        try:
+            with hold_locks(config, dataset, f"runoff backfill {name} {interval}"):
+                _backfill(spark, config, dataset, interval, result, gates, report, done)
+        finally:
             record.versions_after = {t: table_version(p) for t, p in tables.items()}
-            record.details["tables"] = {
-                c.table: {"changed": c.changed, "rows": c.rows} for c in result.changes
-            }
+            record_checks(catalog.quality_results.path, record, list(gates.values()))
     changed = [c.table for c in result.changes if c.changed]
     report(
         f"backfill {name} {interval}: {record.status} in {time.perf_counter() - started:.1f} s: "
@@ -540,6 +502,80 @@ def run_backfill(
         + (f"changed {', '.join(changed)}" if changed else "no table changed")
     )
     return result
+
+
+def _backfill(
+    spark: SparkSession | None,
+    config: RunoffConfig,
+    dataset: Dataset,
+    interval: Interval,
+    result: BackfillResult,
+    gates: dict[str, Gate],
+    report: Callable[[str], None],
+    done: Callable[[TableChange], None],
+) -> None:
+    """The run's work, under the dataset's checkpoint locks: every table's new rows pass its
+    gate (`quality.gate`) before they replace its slice."""
+    from jobs.bronze import good_rows, parse_lines, quarantine_rows
+
+    name, record = dataset.name, result.record
+    files = interval_files(config, name, interval)
+    record.files = len(files)
+    archived = sum(f.archived for f in files)
+    report(
+        f"backfill {name} {interval}: {len(files)} landing files "
+        f"({archived} archived, {len(files) - archived} in landing)"
+    )
+    if spark is None:
+        from jobs.spark import get_spark
+
+        spark = get_spark(app_name=f"runoff-backfill-{name}", config=config)
+    if not files:
+        refuse_empty_interval(spark, config, name, interval)
+    ingested_at = datetime.now(UTC)
+    batch_id = max(last_batch_id(bronze_checkpoint(config, name)) or 0, 0)
+    raw = read_interval_lines(spark, config, name, files)
+    parsed = parse_lines(raw, dataset).persist()
+    fresh = good_rows(parsed, dataset, batch_id, ingested_at).persist()
+    try:
+        inside, outside = count_by_interval(fresh, interval)
+        record.rows = inside
+        record.details["records_outside_interval"] = outside
+        if outside:
+            report(
+                f"backfill {name}: {outside} records of the interval's files are dated "
+                f"outside {interval}: left as bronze has them"
+            )
+        bad = quarantine_rows(parsed, batch_id, ingested_at)
+        gates[f"bronze_{name}"].check(fresh, batch_id, inside + outside)
+        gates[f"quarantine_{name}"].check(bad, batch_id, bad.count())
+        done(replace_bronze(spark, config, name, interval, fresh))
+        done(replace_quarantine(spark, config, name, interval, bad))
+        record.quarantined = result.changes[-1].rows
+    finally:
+        fresh.unpersist()
+        parsed.unpersist()
+    record.details["archived_files"] = archive_pending(config, name, files)
+    bronze_version = table_version(config.bronze_path(name))
+    if bronze_version < 0:
+        report(f"backfill {name}: no bronze table yet: silver left alone")
+    else:
+        # Silver from the bronze snapshot just written (not whatever comes later).
+        bronze = _read(spark, config.bronze_path(name), bronze_version)
+        near = bronze_near(bronze, dataset, interval).persist()
+        try:
+            for aggregate in dataset.aggregates:
+                source = near if aggregate.window is not None else bronze
+                gate = gates[aggregate.table]
+                change = replace_silver(
+                    spark, config, dataset, aggregate, source, interval, gate, batch_id
+                )
+                done(change)
+        finally:
+            near.unpersist()
+    record.details["tables"] = {
+        c.table: {"changed": c.changed, "rows": c.rows} for c in result.changes
+    }
 
 
 def count_by_interval(fresh: DataFrame, interval: Interval) -> tuple[int, int]:
@@ -665,8 +701,11 @@ def replace_silver(
     aggregate: SilverAggregate,
     bronze: DataFrame,
     interval: Interval,
+    gate: Gate | None = None,
+    batch_id: int = 0,
 ) -> TableChange:
-    """Recompute one silver table's windows of the interval (or all of it, without windows)."""
+    """Recompute one silver table's windows of the interval (or all of it, without windows);
+    `gate` checks the recomputed rows first."""
     path = config.silver_path(aggregate.table)
     exists = table_version(path) >= 0
     if aggregate.window is None:
@@ -677,14 +716,18 @@ def replace_silver(
         new = recompute_windows(bronze, aggregate, dataset.watermark, interval)
         current = current_windows(_read(spark, path), interval) if exists else None
         replace_where = window_predicate(interval)
-    return replace_slice(
-        aggregate.table,
-        path,
-        new,
-        current,
-        replace_where,
-        partition_by=aggregate.partition_by,
-    )
+    if gate is None:
+        return replace_slice(
+            aggregate.table, path, new, current, replace_where, partition_by=aggregate.partition_by
+        )
+    new = new.persist()  # counted, checked, compared and written
+    try:
+        gate.check(new, batch_id, new.count())
+        return replace_slice(
+            aggregate.table, path, new, current, replace_where, partition_by=aggregate.partition_by
+        )
+    finally:
+        new.unpersist()
 
 
 def cmd_backfill(config: RunoffConfig, args: argparse.Namespace) -> int:

@@ -118,6 +118,8 @@ ERR_MISSING = "missing required field"
 ERR_EVENT_TIME = "missing event time"
 ERR_RULE = "rule failed"
 ERRORS = (ERR_UTF8, ERR_NOT_OBJECT, ERR_JSON, ERR_TYPE, ERR_MISSING, ERR_EVENT_TIME, ERR_RULE)
+# The built-in row rules: every line is checked by them before the spec's rules.
+BUILT_IN = tuple(enumerate(e for e in ERRORS if e != ERR_RULE))
 RESCUED = "_rescued_data"
 # Every field of a JSON object as text (Spark's reader keeps a non-string value's JSON text).
 FIELDS_AS_TEXT = "MAP<STRING, STRING>"
@@ -395,6 +397,8 @@ class LineCounts:
     rescued: int = 0  # valid records with fields the schema does not declare
     ruled: int = 0
     broken: dict[str, int] = field(default_factory=dict)
+    # lines per built-in rule (the parse errors of ERRORS), by its `_error` text
+    malformed: dict[str, int] = field(default_factory=dict)
 
 
 def count_lines(parsed: DataFrame, rules: Sequence[str] = ()) -> LineCounts:
@@ -417,6 +421,7 @@ def count_lines(parsed: DataFrame, rules: Sequence[str] = ()) -> LineCounts:
             ).alias(f"rule_{i}")
             for i, name in enumerate(rules)
         ],
+        *[F.count(F.when(bad & error.startswith(e), 1)).alias(f"error_{i}") for i, e in BUILT_IN],
     ).first()
     assert row is not None
     rows_in, bad_rows = int(row["rows_in"]), int(row["bad"])
@@ -427,6 +432,7 @@ def count_lines(parsed: DataFrame, rules: Sequence[str] = ()) -> LineCounts:
         rescued=int(row["rescued"]),
         ruled=int(row["ruled"]),
         broken={name: int(row[f"rule_{i}"]) for i, name in enumerate(rules)},
+        malformed={e: int(row[f"error_{i}"]) for i, e in BUILT_IN},
     )
 
 
@@ -629,7 +635,9 @@ class BronzeBatch:
             # The gate: both tables' rows are checked before anything of the batch is written.
             gate, quarantine_gate = self.gates
             if not bronze_done:
-                gate.record(rule_checks(gate.table.name, batch_id, counts.ruled, counts.broken))
+                table = gate.table.name
+                gate.record(rule_checks(table, batch_id, counts.rows_in, counts.malformed))
+                gate.record(rule_checks(table, batch_id, counts.ruled, counts.broken))
                 gate.check(good, batch_id, counts.good)
             if not quarantine_done:
                 quarantine_gate.check(bad, batch_id, counts.bad)

@@ -670,10 +670,11 @@ def read_quality(path: Path, dataset: str) -> pd.DataFrame | None:
 
     if not path.exists():
         return None
-    columns = ["run_id", "dataset", "success", "validated_at"]
+    columns = ["run_id", "dataset", "success", "validated_at", "batch_id"]
     rows = read_rows(path, RESULTS_SCHEMA, RESULT_KEY, columns, {"dataset": dataset})
     frame: pd.DataFrame = rows.to_pandas()
-    return frame
+    # The chart is per validate run: the gate's per-batch rows are the ledger's to show.
+    return frame[frame["batch_id"].isna()].drop(columns="batch_id")
 
 
 def report_path(config: RunoffConfig, dataset: str) -> Path:

@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 if TYPE_CHECKING:
     import pandas as pd
     from deltalake import DeltaTable
+
 
 def quarantine_share_frame(bronze_rows: int, quarantined_rows: int) -> pd.DataFrame:
     """One row: the run's bronze rows, quarantined rows and the quarantined share of both."""

@@ -18,7 +18,7 @@ Actions (the spec's `severity`):
   named by the expectation); `rule_checks` turns their per-batch counts into the same records.
 
 Every check of a run is kept in `Gate.checks` (one `BatchCheck` per expectation per batch) for the
-run ledger and the results history (`quality.history.batch_rows`).
+run ledger and the results history (`batch_rows`).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from great_expectations.core.batch_definition import BatchDefinition
     from pyspark.sql import DataFrame
 
+    from quality.history import ResultRow
     from quality.suites import CheckedTable
 
 # Unexpected values shown per failed expectation (collected to the driver: a bounded sample).
@@ -83,7 +84,8 @@ def _definition(table: str) -> BatchDefinition:
         context.variables.progress_bars = ProgressBarsConfig(
             globally=False, metric_calculations=False
         )
-        source = context.data_sources.add_spark(DATASOURCE)
+        # The callers cache what they validate; GX would persist every batch and never release it.
+        source = context.data_sources.add_spark(DATASOURCE, persist=False)
     asset = source.add_dataframe_asset(table)
     return asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION)
 
@@ -232,13 +234,57 @@ def problems(checks: Sequence[BatchCheck]) -> list[str]:
     return lines
 
 
+def batch_rows(
+    run_id: str,
+    dataset: str,
+    layer: str,
+    checks: Sequence[BatchCheck],
+    versions_before: dict[str, int],
+    versions_after: dict[str, int],
+    table_ids: dict[str, str],
+    checked_at: datetime,
+) -> list[ResultRow]:
+    """The gate's checks of one run as history rows (suite `<table>_batch`, the run's versions
+    of the table: before the run, exclusive, and after it)."""
+    from quality.history import ResultRow
+
+    rows = []
+    for c in checks:
+        before = versions_before.get(c.table, -1)
+        rows.append(
+            ResultRow(
+                run_id=run_id,
+                dataset=dataset,
+                table=c.table,
+                table_id=table_ids.get(c.table, ""),
+                layer=layer,
+                suite=f"{c.table}_batch {c.batch_id}",
+                expectation=c.expectation,
+                severity=c.severity,
+                success=c.success,
+                observed=c.observed,
+                from_version=before,
+                to_version=versions_after.get(c.table, before),
+                full=False,
+                rows=c.evaluated,
+                table_passed=not c.critical_failure,
+                validated_at=checked_at,
+                batch_id=c.batch_id,
+                evaluated=c.evaluated,
+                failed=c.failed,
+                quarantined=c.quarantined,
+            )
+        )
+    return rows
+
+
 def record_run(results: Path, record: RunRecord, gates: Sequence[Gate]) -> None:
     """Put a run's checks in its ledger record (`details.expectations`: totals per table and
     expectation) and in the results history (a row per expectation per batch); say what failed."""
     from deltalake import DeltaTable
 
     from delta_tables.writes import is_delta_table
-    from quality.history import append_results, batch_rows
+    from quality.history import append_results
 
     checks = [c for gate in gates for c in gate.checks]
     if not checks:

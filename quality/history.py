@@ -1,6 +1,6 @@
 """The results history `<home>/quality/results`: one row per expectation per validated table,
 and one per expectation per micro-batch the gate checked before its commit (`batch_id` set, with
-the rows evaluated, failed and quarantined: `batch_rows`).
+the rows evaluated, failed and quarantined: `quality.gate.batch_rows`).
 
 Appended through delta-spark (parked until the next Spark run when `validate` runs without a
 SparkSession: `delta_tables.ops`), one append per `validate` run. Besides trends, it is where the
@@ -16,14 +16,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from quality.increments import Watermark
-
-if TYPE_CHECKING:
-    from quality.gate import BatchCheck
 
 RESULTS_SCHEMA = pa.schema(
     [
@@ -88,48 +85,6 @@ def append_results(path: Path, rows: Sequence[ResultRow]) -> None:
         return
     data = pa.Table.from_pylist([asdict(r) for r in rows], schema=RESULTS_SCHEMA)
     append_rows(path, data, RESULT_KEY)
-
-
-def batch_rows(
-    run_id: str,
-    dataset: str,
-    layer: str,
-    checks: Sequence[BatchCheck],
-    versions_before: dict[str, int],
-    versions_after: dict[str, int],
-    table_ids: dict[str, str],
-    checked_at: datetime,
-) -> list[ResultRow]:
-    """The gate's checks of one run as history rows (suite `<table>_batch`, the run's versions
-    of the table: before the run, exclusive, and after it)."""
-    rows = []
-    for c in checks:
-        before = versions_before.get(c.table, -1)
-        rows.append(
-            ResultRow(
-                run_id=run_id,
-                dataset=dataset,
-                table=c.table,
-                table_id=table_ids.get(c.table, ""),
-                layer=layer,
-                suite=f"{c.table}_batch {c.batch_id}",
-                expectation=c.expectation,
-                severity=c.severity,
-                success=c.success,
-                observed=c.observed,
-                from_version=before,
-                to_version=versions_after.get(c.table, before),
-                full=False,
-                rows=c.evaluated,
-                table_passed=not c.critical_failure,
-                validated_at=checked_at,
-                batch_id=c.batch_id,
-                evaluated=c.evaluated,
-                failed=c.failed,
-                quarantined=c.quarantined,
-            )
-        )
-    return rows
 
 
 def _read(path: Path, equal: dict[str, str | bool], columns: list[str] | None) -> pa.Table:

@@ -147,6 +147,49 @@ class ValidationReport:
         )
         return rows
 
+    def summary(self, quarantine: str | None = None) -> dict[str, Any]:
+        """The run as JSON-able data (what `runoff --outcome PATH validate` records).
+
+        Per table: layer, status, versions (text), from/to version, rows and its expectations
+        passed / failed (critical) / warnings; then the totals, `quarantined_rows` (the rows the
+        quarantine table gained in the validated range: its `rows`; `quarantine` is its name,
+        the catalog's `quarantine_<dataset>` by default), `passed` and the Data Docs path.
+        """
+        quarantine = quarantine or f"quarantine_{self.dataset}"
+
+        def counts(outcomes: Iterable[ExpectationOutcome]) -> dict[str, int]:
+            chosen = list(outcomes)
+            return {
+                "expectations_passed": sum(e.success for e in chosen),
+                "expectations_failed": sum(e.critical_failure for e in chosen),
+                "warnings": sum(not e.success and not e.critical_failure for e in chosen),
+            }
+
+        tables = {
+            t.table: {
+                "layer": t.layer,
+                "status": t.status,
+                "versions": t.versions or (f"{t.to_version}" if t.to_version is not None else ""),
+                "from_version": t.from_version,
+                "to_version": t.to_version,
+                "rows": t.rows,
+                **counts(e for e in self.expectations if e.table == t.table),
+            }
+            for t in self.tables
+        }
+        return {
+            "dataset": self.dataset,
+            "run_id": self.run_id,
+            "layers": list(self.layers),
+            "full": self.full,
+            "tables": tables,
+            **counts(self.expectations),
+            "quarantined_rows": sum(t.rows for t in self.tables if t.table == quarantine),
+            "passed": self.passed,
+            "failure": self.failure_message() or None,
+            "data_docs": str(self.data_docs_path) if self.data_docs_path else None,
+        }
+
     def failure_message(self) -> str:
         """One line naming the first critical failure (table, version, expectation)."""
         failures = self.critical_failures
@@ -608,6 +651,7 @@ def render_summary(report: ValidationReport) -> None:
 def cmd_validate(config: RunoffConfig, args: argparse.Namespace) -> int:
     layers = LAYERS if args.layer == "all" else (args.layer,)
     report = validate_dataset(config, args.dataset, layers, full=bool(getattr(args, "full", False)))
+    args.summary = report.summary()  # `--outcome`: jobs.cli writes it next to the exit code
     render_summary(report)
     if not report.passed:
         raise QualityCheckFailed(report.failure_message())

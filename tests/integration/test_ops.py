@@ -22,6 +22,7 @@ from core.ledger import RunRecord
 from core.locking import checkpoint_lock, lock_path
 from delta_tables.arrow import read_arrow
 from delta_tables.ops import append_run, read_runs
+from delta_tables.writes import table_version
 from jobs.bronze import archive_dir
 from jobs.cli import main
 from jobs.maintain import format_bytes
@@ -301,16 +302,21 @@ def test_run_end_to_end(
         ("validate", "success"),
     ]
 
-    # an action that is neither Open nor Close is a valid record but fails a critical check
+    # an action that is neither Open nor Close is a valid record but fails a critical check:
+    # the gate holds the batch back before bronze commits, so silver and validate do not run
+    bronze_version = table_version(config.bronze_path("events"))
     odd = config.landing_dir("events") / "date=2024-01-01" / "part-odd.json"
     odd.write_text('{"time": 1704067300, "action": "Jump"}\n')
     capsys.readouterr()
     assert cli(config.home, "run", "events") == 1
     err = capsys.readouterr().err
-    assert err.startswith("runoff: error: critical expectation failed on bronze_events at version ")
+    assert err.startswith(
+        "runoff: error: critical expectation failed on bronze_events in batch 1: "
+        "column_values_to_be_in_set(action, value_set=[Open, Close]): observed 1 of 1 "
+        "unexpected: Jump. Nothing of the batch was committed"
+    )
     assert err.count("\n") == 1
+    assert table_version(config.bronze_path("events")) == bronze_version
     assert [(r["layer"], r["status"]) for r in read_runs(config.runs_path, "events")[3:]] == [
-        ("bronze", "success"),
-        ("silver", "success"),
-        ("validate", "failed"),
+        ("bronze", "failed"),
     ]

@@ -1,5 +1,8 @@
 """quality.suites: suites follow the dataset specs; every expectation has a severity.
 
+Row-level expectations are in each table's `batch` suite (the quality gate's, before each commit);
+silver's uniqueness is in its `rows` suite (validate's, across the table).
+
 Derived from every spec: not-null required columns and keys, one row per key, the window size and
 alignment, bronze's metadata. Declared in the specs' `expectations:` (jobs/datasets/*.yaml): the
 value sets and ranges of each dataset; they reach the suites as GX expectations.
@@ -41,9 +44,11 @@ def tables_of(catalog: Catalog, name: str) -> dict[str, CheckedTable]:
 
 
 def rows_configs(table: CheckedTable) -> list[Any]:
-    suite = table.suite("rows")
-    assert suite is not None, table.name
-    return [e.configuration for e in suite.expectations]
+    """The expectations on the table's rows: the gate's (every batch) and validate's (silver
+    uniqueness)."""
+    suites = [s for s in table.suites if s.frame in ("batch", "rows")]
+    assert suites and suites[0].frame == "batch", table.name
+    return [e.configuration for suite in suites for e in suite.expectations]
 
 
 @pytest.mark.parametrize(
@@ -172,8 +177,13 @@ def test_declared_expectations_reach_the_suites(catalog: Catalog, name: str) -> 
     assert spec.expectations_of("bronze"), name  # every seed spec declares bronze values
     for table in dataset_tables(catalog, name):
         table_key = table.kind if table.kind != "silver" else table.name
-        items = spec.expectations_of(table_key)
-        suite = table.suite("rows")
+        # the gate checks them on every batch (freshness: validate; quarantine: bronze's rules)
+        items = tuple(
+            i
+            for i in spec.expectations_of(table_key)
+            if not i.is_freshness and i.severity != "quarantine"
+        )
+        suite = table.suite("batch")
         assert suite is not None
         built = list(suite.expectations)[len(suite.expectations) - len(items) :]
         assert len(built) == len(items)
@@ -301,13 +311,8 @@ def test_a_declared_dataset_gets_derived_and_declared_expectations(
     }
     assert {"id", "ts", "category", *BRONZE_METADATA} <= not_null
     assert "kind" not in not_null
-    assert (bronze[-1].type, bronze[-1].kwargs["column"], bronze[-1].kwargs["regex"]) == (
-        "expect_column_values_to_match_regex",
-        "category",
-        "^[a-z]+$",
-    )
-    (regex,) = tables["bronze_mine"].suites[0].expectations[-1:]
-    assert regex.severity.value == "warning"  # quarantine: reported as a warning
+    # severity quarantine: a bronze row rule (jobs.dataset), not a gate expectation
+    assert "expect_column_values_to_match_regex" not in {c.type for c in bronze}
 
     quarantine = rows_configs(tables["quarantine_mine"])
     assert (quarantine[-1].type, quarantine[-1].kwargs["column"]) == (
@@ -323,12 +328,12 @@ def test_a_declared_dataset_gets_derived_and_declared_expectations(
     )
     configs = rows_configs(totals)
     assert [c.type for c in configs] == [
-        "expect_column_values_to_not_be_null",
-        "expect_column_values_to_be_unique",
-        "expect_column_values_to_be_between",
+        "expect_column_values_to_not_be_null",  # batch: key
+        "expect_column_values_to_be_between",  # batch: declared
+        "expect_column_values_to_be_unique",  # rows: across the table
     ]
-    assert [c.kwargs["column"] for c in configs] == ["category", "category", "n"]
-    assert configs[-1].kwargs["min_value"] == 1
+    assert [c.kwargs["column"] for c in configs] == ["category", "n", "category"]
+    assert configs[1].kwargs["min_value"] == 1
 
 
 def test_quarantine_share_has_a_warning_and_a_critical_threshold(catalog: Catalog) -> None:
@@ -396,9 +401,9 @@ expectations:
     bronze, quarantine, hourly = (
         tables[n] for n in ("bronze_shop", "quarantine_shop", "shop_hourly")
     )
-    assert [s.frame for s in bronze.suites] == ["rows", "freshness"]
-    assert [s.frame for s in quarantine.suites] == ["rows", "quarantine_share"]
-    assert [s.frame for s in hourly.suites] == ["rows", "freshness"]
+    assert [s.frame for s in bronze.suites] == ["batch", "counts", "freshness"]
+    assert [s.frame for s in quarantine.suites] == ["batch", "quarantine_share"]
+    assert [s.frame for s in hourly.suites] == ["batch", "rows", "freshness"]
     assert (bronze.newest_event_column, quarantine.newest_event_column) == (
         "event_time",
         "_ingested_at",
