@@ -9,7 +9,7 @@ Expectations: a DAG file adds milliseconds to Airflow's own imports when it is p
 Grain and trigger behaviour of `runoff_<dataset>` (the spec's `schedule`, `catchup=False`,
 `max_active_runs=1` because a run holds the dataset's checkpoints):
 
-    route ─▶ reset (param full_refresh) ─▶ bronze ─▶ silver ─▶ validate
+    route ─▶ reset (param full_refresh) ─▶ bronze ─▶ silver ─▶ validate ─▶ publish
       └────▶ backfill (run type "backfill") ─────────────────────┘
 
 - A scheduled or manual run is incremental: bronze and silver are Structured Streaming jobs with
@@ -25,6 +25,16 @@ Grain and trigger behaviour of `runoff_<dataset>` (the spec's `schedule`, `catch
   once, naming it, and Airflow retries it (exponential backoff).
 - The `full_refresh` param (default false) runs `runoff reset <dataset> --layer all --yes`
   before bronze: tables and checkpoints are rebuilt from every landing file.
+- Asset events are emitted by `publish` only (bronze, quarantine and every silver table are its
+  outlets), which runs only when validate succeeded: an event announces data that passed its
+  critical expectations. Its `extra` comes from validate's outcome file (`publish_extras`).
+- Every `runoff` call writes an outcome file (`runoff --outcome PATH`, JSON: exit code, the error
+  line, validate's summary) at `<home>/airflow/outcomes/<dag_id>/<run_id>/<task_id>.json`. A
+  failed critical expectation (bronze/silver's per-batch gate or validate) fails its task without
+  retries. A failed task calls `RunoffFailureNotifier` (`on_failure_callback`): one message naming
+  the DAG, task, run and the outcome's error line, POSTed as JSON by the HTTP provider's
+  `HttpNotifier` to the Airflow connection `$RUNOFF_NOTIFY_CONN_ID` (default `runoff_notify`)
+  when it exists, else logged as one error line.
 
 The runoff home comes from the Airflow Variable `runoff_home`, else the `RUNOFF_HOME` environment
 variable, else `<repo>/.runoff`; it is read when a task renders its arguments (run time), except
@@ -37,6 +47,8 @@ refused files and their problems as an import error while every other DAG still 
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -46,7 +58,8 @@ from typing import Any
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, Param, TriggerRule, task
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
+from airflow.sdk import DAG, Asset, BaseNotifier, Param, TriggerRule, task
 
 from core.config import RunoffConfig
 from delta_tables.catalog import Catalog
@@ -61,7 +74,25 @@ MAINTENANCE_SCHEDULE = "@daily"
 START_DATE = pendulum.datetime(2024, 1, 1, tz="UTC")
 HOME_VARIABLE = "runoff_home"
 # Rendered when a task runs: the Variable wins over the environment of the worker.
-HOME_TEMPLATE = "{{ var.value.get('" + HOME_VARIABLE + "', runoff_home_default()) }}"
+HOME_EXPRESSION = "var.value.get('" + HOME_VARIABLE + "', runoff_home_default())"
+HOME_TEMPLATE = "{{ " + HOME_EXPRESSION + " }}"
+
+
+def outcome_template(task_id: str | None = None) -> str:
+    """The outcome file of a task of the running DAG run (`outcome_path`), rendered at run time;
+    `task_id` None: the task that renders it."""
+    task = "task.task_id" if task_id is None else repr(task_id)
+    return f"{{{{ runoff_outcome_path({HOME_EXPRESSION}, dag.dag_id, run_id, {task}) }}}}"
+
+
+OUTCOME_TEMPLATE = outcome_template()
+NOTIFY_CONN_ENV = "RUNOFF_NOTIFY_CONN_ID"
+DEFAULT_NOTIFY_CONN_ID = "runoff_notify"
+# The error class (`--outcome`'s error_type) of a failed critical expectation: a finding about
+# the data, which a retry cannot fix.
+QUALITY_FAILURE = "QualityCheckFailed"
+
+log = logging.getLogger(__name__)
 
 DEFAULT_ARGS: dict[str, Any] = {
     "owner": "runoff",
@@ -128,8 +159,160 @@ def load_catalog(env: Mapping[str, str] | None = None) -> Catalog:
 
 
 def runoff_args(command: str, dataset: str, *extra: str) -> list[str]:
-    """Arguments of `jobs/submit.py` (the `runoff` CLI): `--home <home> <command> <dataset> ...`."""
-    return ["--home", HOME_TEMPLATE, command, dataset, *extra]
+    """Arguments of `jobs/submit.py` (the `runoff` CLI):
+    `--home <home> --outcome <outcome file> <command> <dataset> ...`."""
+    return ["--home", HOME_TEMPLATE, "--outcome", OUTCOME_TEMPLATE, command, dataset, *extra]
+
+
+def outcome_path(home: str, dag_id: str, run_id: str, task_id: str) -> str:
+    """Where a task's `runoff --outcome` file goes:
+    `<home>/airflow/outcomes/<dag_id>/<run_id>/<task_id>.json` (a run id is one path segment:
+    Airflow's default `allowed_run_id_pattern` has no `/`)."""
+    return str(Path(home) / "airflow" / "outcomes" / dag_id / run_id / f"{task_id}.json")
+
+
+def read_outcome(path: str | Path | None) -> dict[str, Any] | None:
+    """The outcome file's content; None when there is none (or it is not JSON)."""
+    if not path:
+        return None
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def outcome_arg(args: Sequence[str] | None) -> str | None:
+    """The value after `--outcome` in (rendered) `runoff` arguments."""
+    args = list(args or ())
+    if "--outcome" in args[:-1]:
+        return str(args[args.index("--outcome") + 1])
+    return None
+
+
+def publish_extras(
+    outcome: Mapping[str, Any], assets: Sequence[Asset], dataset: str
+) -> dict[str, dict[str, Any]]:
+    """The `extra` of each asset's event, by asset name, from validate's outcome.
+
+    Per table (the asset's name): its layer, validate's status, the rows it validated, the Delta
+    versions validated (text and from/to), the table's expectations passed / failed (critical) /
+    warnings; for the dataset: the rows quarantine gained and the Data Docs path. Raises
+    `AirflowFailException` when the outcome is no passed validation: nothing is announced then.
+    """
+    summary = outcome.get("summary") if outcome.get("exit_code") == 0 else None
+    if not isinstance(summary, Mapping) or not summary.get("passed"):
+        raise AirflowFailException(
+            f"no passed validation of {dataset} to publish: {outcome.get('error') or outcome}"
+        )
+    tables = summary.get("tables") or {}
+    extras = {}
+    for asset in assets:
+        table = tables.get(asset.name) or {}
+        extras[asset.name] = {
+            "dataset": dataset,
+            "table": asset.name,
+            "layer": (asset.extra or {}).get("layer", table.get("layer")),
+            "status": table.get("status", "not validated"),
+            "rows": table.get("rows", 0),
+            "versions": table.get("versions", ""),
+            "from_version": table.get("from_version"),
+            "to_version": table.get("to_version"),
+            "quarantined_rows": summary.get("quarantined_rows", 0),
+            "expectations_passed": table.get("expectations_passed", 0),
+            "expectations_failed": table.get("expectations_failed", 0),
+            "warnings": table.get("warnings", 0),
+            "data_docs": summary.get("data_docs"),
+            "validate_run_id": summary.get("run_id"),
+        }
+    return extras
+
+
+# -- failure notifications -----------------------------------------------------------------
+def failure_message(
+    dag_id: str, task_id: str, run_id: str, outcome: Mapping[str, Any] | None, exception: object
+) -> str:
+    """One line naming the DAG, task, run and why: the outcome's error line (for a failed
+    expectation it names the table and the expectation), else the task's exception."""
+    reason = (outcome or {}).get("error") or (
+        str(exception).strip().splitlines()[0] if str(exception or "").strip() else "see its log"
+    )
+    return f"runoff: task {task_id} of DAG {dag_id} failed (run {run_id}): {reason}"
+
+
+def _runoff_home() -> str:
+    """The home as the tasks render it: Variable `runoff_home`, else `default_home()`."""
+    from airflow.sdk import Variable
+
+    try:
+        return str(Variable.get(HOME_VARIABLE, default=None) or default_home())
+    except Exception:  # noqa: BLE001 - no Variable access (outside a task): the environment's
+        return default_home()
+
+
+def _connection_exists(conn_id: str) -> bool:
+    from airflow.sdk import Connection
+
+    try:
+        Connection.get(conn_id)
+    except Exception:  # noqa: BLE001 - not found, or no way to look it up: log instead
+        return False
+    return True
+
+
+class RunoffFailureNotifier(BaseNotifier):
+    """`on_failure_callback` of every runoff task: one message naming the DAG, the task, the run
+    and the error line of the task's outcome file (`runoff --outcome`).
+
+    Delivery: when the Airflow connection `conn_id` (default `$RUNOFF_NOTIFY_CONN_ID`, else
+    `runoff_notify`) exists and apache-airflow-providers-http is installed, the provider's
+    `HttpNotifier` POSTs `{dag_id, task_id, run_id, message}` as JSON to it (its host, port,
+    schema and, in its extra, `endpoint`); otherwise the message is logged as one error line.
+    """
+
+    def __init__(self, conn_id: str | None = None) -> None:
+        super().__init__()
+        self.conn_id = conn_id
+
+    def notify(self, context: Any) -> None:
+        ti = context.get("ti") or context.get("task_instance")
+        dag_id = str(getattr(ti, "dag_id", None) or context["dag"].dag_id)
+        task_id = str(getattr(ti, "task_id", None) or context["task"].task_id)
+        run_id = str(getattr(ti, "run_id", None) or context.get("run_id"))
+        path = outcome_arg(getattr(context.get("task"), "application_args", None))
+        if path is None or "{{" in path:  # not rendered: the task failed before it started
+            path = outcome_path(_runoff_home(), dag_id, run_id, task_id)
+        message = failure_message(
+            dag_id, task_id, run_id, read_outcome(path), context.get("exception")
+        )
+        conn_id = self.conn_id or os.environ.get(NOTIFY_CONN_ENV) or DEFAULT_NOTIFY_CONN_ID
+        notifier = self._http_notifier(conn_id, dag_id, task_id, run_id, message)
+        if notifier is None:
+            log.error("%s", message)
+            return
+        # `notify`, not `notifier(context)`: the message is literal text, never a template.
+        notifier.notify(context)
+
+    @staticmethod
+    def _http_notifier(
+        conn_id: str, dag_id: str, task_id: str, run_id: str, message: str
+    ) -> BaseNotifier | None:
+        try:
+            from airflow.providers.http.notifications.http import HttpNotifier
+        except ImportError:
+            return None
+        if not _connection_exists(conn_id):
+            return None
+        payload = {"dag_id": dag_id, "task_id": task_id, "run_id": run_id, "message": message}
+        return HttpNotifier(http_conn_id=conn_id, method="POST", json=payload)
+
+
+def runoff_notifier(conn_id: str | None = None) -> RunoffFailureNotifier:
+    """The failure notifier of runoff's tasks (`DEFAULT_ARGS["on_failure_callback"]`)."""
+    return RunoffFailureNotifier(conn_id)
+
+
+DEFAULT_ARGS["on_failure_callback"] = runoff_notifier()
 
 
 def spark_conf() -> dict[str, str]:
@@ -206,7 +389,11 @@ def dataset_doc(catalog: Catalog, dataset: str) -> str:
 Scheduled and manual runs are incremental (Structured Streaming, `availableNow`, checkpointed):
 `bronze` ingests new landing files, `silver` updates the windowed aggregates, `validate` checks
 every changed table with Great Expectations and fails on a critical expectation (its log ends
-with the summary table and the Data Docs path).
+with the summary table and the Data Docs path), and `publish` emits the asset events of bronze,
+quarantine and the silver tables, only after validate passed. Each event's `extra` carries
+rows, Delta versions, quarantined rows, expectations passed / failed / warnings and the Data Docs
+path. A failed task is notified through connection `${NOTIFY_CONN_ENV}` (default
+`{DEFAULT_NOTIFY_CONN_ID}`, an HTTP connection) or, without it, logged as one error line.
 
 | layer | table | path |
 |---|---|---|
@@ -227,6 +414,25 @@ with the summary table and the Data Docs path).
 
 
 # -- operators ------------------------------------------------------------------------------
+class RunoffSubmitOperator(SparkSubmitOperator):
+    """`SparkSubmitOperator` for the `runoff` CLI with `--outcome`: the task's outcome file is
+    removed before the submit (no stale one from an earlier try), and a failed critical
+    expectation fails the task at once, without retries (a finding about the data, not a
+    transient error), with the CLI's error line as the reason."""
+
+    def execute(self, context: Any) -> None:
+        path = outcome_arg(self.application_args)
+        if path:
+            Path(path).unlink(missing_ok=True)
+        try:
+            super().execute(context)
+        except AirflowException as exc:
+            outcome = read_outcome(path)
+            if outcome and outcome.get("error_type") == QUALITY_FAILURE:
+                raise AirflowFailException(outcome.get("error") or str(exc)) from exc
+            raise
+
+
 def runoff_submit(
     task_id: str,
     command: str,
@@ -234,8 +440,8 @@ def runoff_submit(
     *extra: str,
     **kwargs: Any,
 ) -> SparkSubmitOperator:
-    """A `SparkSubmitOperator` running `runoff <command> <dataset> <extra...>`."""
-    return SparkSubmitOperator(
+    """A `RunoffSubmitOperator` running `runoff <command> <dataset> <extra...>`."""
+    return RunoffSubmitOperator(
         task_id=task_id,
         conn_id=SPARK_CONN_ID,
         application=str(SUBMIT_APPLICATION),
@@ -255,6 +461,7 @@ def runoff_submit(
 def _macros() -> dict[str, Any]:
     return {
         "runoff_home_default": default_home,
+        "runoff_outcome_path": outcome_path,
         "backfill_start": backfill_start,
         "backfill_end": backfill_end,
     }
@@ -280,7 +487,8 @@ def spec_errors(catalog: Catalog | None = None) -> str | None:
 def build_dataset_dag(
     dataset: str, schedule: str | None = None, catalog: Catalog | None = None
 ) -> DAG:
-    """`runoff_<dataset>`: route, [reset,] bronze, silver, validate; or backfill then validate."""
+    """`runoff_<dataset>`: route, [reset,] bronze, silver, validate, publish; or backfill then
+    validate, publish."""
     catalog = catalog or load_catalog()
     spec = catalog.spec(dataset)
     assets = dataset_assets(catalog, dataset)
@@ -318,13 +526,10 @@ def build_dataset_dag(
             "bronze",
             dataset,
             inlets=[assets["landing"]],
-            outlets=[assets["bronze"], assets["quarantine"]],
             # Runs after reset, or straight after route when reset is skipped.
             trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
         )
-        silver = runoff_submit(
-            "silver", "silver", dataset, inlets=[assets["bronze"]], outlets=silver_assets
-        )
+        silver = runoff_submit("silver", "silver", dataset, inlets=[assets["bronze"]])
         backfill = runoff_submit(
             "backfill",
             "backfill",
@@ -334,7 +539,6 @@ def build_dataset_dag(
             "--end",
             "{{ backfill_end(data_interval_start, data_interval_end) }}",
             inlets=[assets["landing"]],
-            outlets=[assets["bronze"], *silver_assets],
         )
         validate = runoff_submit(
             "validate",
@@ -345,10 +549,26 @@ def build_dataset_dag(
             retries=0,
             trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
         )
+        published = [assets["bronze"], assets["quarantine"], *silver_assets]
+
+        @task(task_id="publish", pool="default_pool", outlets=published)
+        def publish(outcome: str, **context: Any) -> None:
+            """Emit the asset events of what validate passed, with its figures as `extra`.
+
+            The default trigger rule: it runs only when validate succeeded."""
+            data = read_outcome(outcome)
+            if data is None:
+                raise AirflowFailException(f"validate wrote no outcome file at {outcome}")
+            extras = publish_extras(data, published, dataset)
+            for asset in published:
+                context["outlet_events"][asset].extra = extras[asset.name]
+            log.info("publish %s: %s", dataset, json.dumps(extras, default=str))
+
         chosen = route()
         chosen >> [reset, bronze, backfill]
         reset >> bronze >> silver >> validate
         backfill >> validate
+        validate >> publish(outcome_template("validate"))
     return dag
 
 

@@ -2,7 +2,9 @@
 
 Each command lives in its own module and exposes `cmd_<name>(config, args) -> int`; this module
 parses arguments, builds the configuration once and turns errors into one line on stderr and a
-non-zero exit code (`--verbose` adds the traceback).
+non-zero exit code (`--verbose` adds the traceback). With `--outcome PATH` the end of every
+command, success or error, is also written to PATH as JSON (`write_outcome`): what Airflow's
+tasks read to publish asset events and to name the failed expectation in a notification.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import logging
+import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
 
 from core.config import RunoffConfig
 from core.errors import RunoffError
@@ -209,10 +214,16 @@ READ_ONLY_COMMANDS = frozenset({"status", "check"})
 
 
 def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
-    """--home, --datasets, --verbose: accepted before or after the command (`default` is
-    SUPPRESS after it, so that a value given before is kept)."""
+    """--home, --datasets, --outcome, --verbose: accepted before or after the command (`default`
+    is SUPPRESS after it, so that a value given before is kept)."""
     parser.add_argument(
         "--home", default=default, help="runoff home (else $RUNOFF_HOME, else ./.runoff)"
+    )
+    parser.add_argument(
+        "--outcome",
+        default=default,
+        metavar="PATH",
+        help="when the command ends, write its exit code, error line and summary to PATH (JSON)",
     )
     parser.add_argument(
         "--datasets",
@@ -267,6 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # py4j would log its whole Python traceback first.
         logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
     previous = interrupts.install()
+    error: str | None = None
+    error_type: str | None = None
     try:
         config = RunoffConfig.from_sources(
             home=args.home,
@@ -279,31 +292,74 @@ def main(argv: Sequence[str] | None = None) -> int:
             Catalog.load(config).spec(args.dataset)  # unknown or refused: one error, exit 2
         if args.command not in READ_ONLY_COMMANDS:
             config.ensure_home()
-        return handler_for(args.command)(config, args)
+        code = handler_for(args.command)(config, args)
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - one clear line, an exit code
-        return _report(exc, args.verbose)
+        code, error = _report(exc, args.verbose)
+        error_type = type(exc).__name__
     finally:
         interrupts.restore(previous)
+    if args.outcome:
+        outcome = command_outcome(args, code, error, error_type)
+        try:
+            write_outcome(Path(args.outcome), outcome)
+        except OSError as exc:
+            print(
+                f"runoff: error: cannot write the outcome file {args.outcome}: {exc}",
+                file=sys.stderr,
+            )
+            return code or 1
+    return code
 
 
-def _report(exc: BaseException, verbose: bool) -> int:
-    """The CLI's last line of defence: one clear line on stderr, and the exit code."""
+# -- the outcome file ------------------------------------------------------------------------
+def command_outcome(
+    args: argparse.Namespace, exit_code: int, error: str | None, error_type: str | None = None
+) -> dict[str, Any]:
+    """What `--outcome` records: the command, its dataset, exit code, the one error line printed
+    on stderr (None on success), the error's class name and the summary the command's handler
+    left in `args.summary` (a JSON-able dict, e.g. `runoff validate`'s; None otherwise)."""
+    summary = getattr(args, "summary", None)
+    return {
+        "command": args.command,
+        "dataset": getattr(args, "dataset", None),
+        "exit_code": exit_code,
+        "error": error,
+        "error_type": error_type,
+        "summary": dict(summary) if isinstance(summary, Mapping) else None,
+    }
+
+
+def write_outcome(path: Path, outcome: Mapping[str, Any]) -> None:
+    """Write `outcome` to `path` as JSON, atomically: a reader sees the old file or the new one."""
+    path = path.expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(json.dumps(outcome, indent=2, default=str) + "\n", encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _report(exc: BaseException, verbose: bool) -> tuple[int, str]:
+    """The CLI's last line of defence: one clear line on stderr; the exit code and that line."""
     resume = "the next run resumes from the checkpoint"
     # SIGTERM first, whatever py4j made of the interrupt it raised.
     if interrupts.received():
-        print(f"runoff: terminated (SIGTERM); {resume}", file=sys.stderr)
-        return 128 + signal.SIGTERM
+        return _say(f"runoff: terminated (SIGTERM); {resume}", 128 + signal.SIGTERM)
     if isinstance(exc, KeyboardInterrupt):
-        print(f"runoff: interrupted; {resume}", file=sys.stderr)
-        return 130
+        return _say(f"runoff: interrupted; {resume}", 130)
     if verbose:
         traceback.print_exception(exc)
     if isinstance(exc, RunoffError):
-        print(f"runoff: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _say(f"runoff: error: {exc}", exc.exit_code)
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    print(f"runoff: error: {type(exc).__name__}: {detail}", file=sys.stderr)
-    return 1
+    return _say(f"runoff: error: {type(exc).__name__}: {detail}", 1)
+
+
+def _say(line: str, code: int) -> tuple[int, str]:
+    print(line, file=sys.stderr)
+    return code, line
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ INCREMENTAL_STATES = {
     "silver": "success",
     "backfill": "skipped",
     "validate": "success",
+    "publish": "success",
 }
 
 

@@ -32,6 +32,11 @@ pytestmark = pytest.mark.airflow
 SEED_DAG_IDS = {f"runoff_{name}" for name in SEED_NAMES}
 SPARK_TASKS = ("reset", "bronze", "silver", "backfill", "validate")
 SPEC_ERRORS_FILE = str(DAGS_FOLDER / "runoff_spec_errors.py")
+HOME_TEMPLATE = "{{ var.value.get('runoff_home', runoff_home_default()) }}"
+OUTCOME = (
+    "{{ runoff_outcome_path(var.value.get('runoff_home', runoff_home_default()), "
+    "dag.dag_id, run_id, task.task_id) }}"
+)
 
 
 def parse_dags(datasets: Path | None = None) -> Any:
@@ -175,10 +180,14 @@ def assert_dataset_dag_policies(
         assert f"`{table}`" in dag.doc_md
     assert "runoff backfill" in dag.doc_md and "full_refresh" in dag.doc_md
 
-    assert set(dag.task_ids) == {"route", *SPARK_TASKS}
+    assert set(dag.task_ids) == {"route", *SPARK_TASKS, "publish"}
     for task_id in SPARK_TASKS:
         task = dag.get_task(task_id)
-        assert type(task).__name__ == "SparkSubmitOperator"
+        assert type(task).__name__ == "RunoffSubmitOperator"
+        assert "SparkSubmitOperator" in [c.__name__ for c in type(task).__mro__]
+        # Every runoff call writes its outcome file; every task notifies its failure.
+        assert task.application_args[:4] == ["--home", HOME_TEMPLATE, "--outcome", OUTCOME]
+        assert type(task.on_failure_callback[0]).__name__ == "RunoffFailureNotifier"
         assert task._conn_id == "spark_default"
         assert task.pool == "spark"
         assert task.max_active_tis_per_dag == 1
@@ -192,6 +201,10 @@ def assert_dataset_dag_policies(
         assert task.env_vars["PYTHONPATH"].split(":")[0] == str(REPO_ROOT)
         assert task.env_vars["PATH"].split(":")[0] == str(Path(sys.executable).parent)
     assert dag.get_task("route").pool == "default_pool"
+    assert dag.get_task("publish").pool == "default_pool"
+    assert type(dag.get_task("publish").on_failure_callback[0]).__name__ == (
+        "RunoffFailureNotifier"
+    )
 
 
 @pytest.mark.parametrize("dataset", SEED_NAMES)
@@ -236,7 +249,10 @@ def assert_task_order(dag: Any) -> None:
     assert downstream("bronze") == {"silver"}
     assert downstream("silver") == {"validate"}
     assert downstream("backfill") == {"validate"}
-    assert downstream("validate") == set()
+    # Asset events only after validate passed: publish, with the default trigger rule.
+    assert downstream("validate") == {"publish"}
+    assert downstream("publish") == set()
+    assert dag.get_task("publish").trigger_rule == "all_success"
     # bronze runs whether or not reset ran; validate after either silver or backfill.
     assert dag.get_task("bronze").trigger_rule == "none_failed_min_one_success"
     assert dag.get_task("validate").trigger_rule == "none_failed_min_one_success"
@@ -262,13 +278,19 @@ def assert_assets(dag: Any, dataset: str, silver_tables: Sequence[str]) -> None:
     def uris(task_id: str, kind: str) -> list[str]:
         return [a.uri for a in getattr(dag.get_task(task_id), kind)]
 
-    assert uris("bronze", "outlets") == [bronze, quarantine]
+    # Only publish (after validate) announces tables: no Spark task has outlets.
+    for task_id in SPARK_TASKS:
+        assert uris(task_id, "outlets") == [], task_id
+    assert uris("publish", "outlets") == [bronze, quarantine, *silver]
     assert uris("bronze", "inlets") == [config.landing_dir(dataset).as_uri()]
     assert uris("silver", "inlets") == [bronze]
-    assert uris("silver", "outlets") == silver
-    assert uris("backfill", "outlets") == [bronze, *silver]
+    assert uris("backfill", "inlets") == [config.landing_dir(dataset).as_uri()]
     assert uris("validate", "inlets") == [bronze, *silver]
-    assert [a.name for a in dag.get_task("silver").outlets] == list(silver_tables)
+    assert [a.name for a in dag.get_task("publish").outlets] == [
+        f"bronze_{dataset}",
+        f"quarantine_{dataset}",
+        *silver_tables,
+    ]
     assert bronze == f"file://{REPO_ROOT}/.runoff/delta/bronze/{dataset}"
     assert uris("bronze", "inlets") == [f"file://{REPO_ROOT}/.runoff/landing/{dataset}"]
 
@@ -290,7 +312,8 @@ def assert_maintenance_dag(dag: Any, datasets: Sequence[str]) -> None:
     for name in datasets:
         task = dag.get_task(f"maintain_{name}")
         assert task.pool == "spark"
-        assert task.application_args[2:] == ["maintain", name]
+        assert task.application_args[:4] == ["--home", HOME_TEMPLATE, "--outcome", OUTCOME]
+        assert task.application_args[4:] == ["maintain", name]
         assert f"`bronze_{name}`" in dag.doc_md
 
 
@@ -385,6 +408,9 @@ def test_backfill_days(start: str, end: str, days: tuple[str, str]) -> None:
 
 
 # -- rendered spark-submit commands ----------------------------------------------------------
+RUN_ID = "manual__2024-01-02T05:00:00+00:00"
+
+
 def _render(dag: Any, task_id: str, start: datetime, end: datetime) -> Any:
     from airflow.sdk.execution_time.context import VariableAccessor
 
@@ -397,6 +423,9 @@ def _render(dag: Any, task_id: str, start: datetime, end: datetime) -> Any:
         "data_interval_start": start,
         "data_interval_end": end,
         "params": {"full_refresh": False},
+        "dag": dag,
+        "task": task,
+        "run_id": RUN_ID,
     }
     task.render_template_fields(context, jinja_env=dag.get_template_env())
     return task
@@ -446,6 +475,8 @@ def test_rendered_spark_submit_command(
         str(REPO_ROOT / "jobs" / "submit.py"),
         "--home",
         str(home),
+        "--outcome",
+        f"{home}/airflow/outcomes/runoff_events/{RUN_ID}/{task_id}.json",
         *args,
     ]
 
@@ -459,11 +490,14 @@ def test_home_falls_back_to_runoff_home_then_repo(
     start = pendulum.datetime(2024, 1, 2, tz="UTC")
     monkeypatch.setenv("RUNOFF_HOME", str(tmp_path / "env-home"))
     task = _render(build_dataset_dag("events"), "bronze", start, start)
-    assert task.application_args[:2] == ["--home", str(tmp_path / "env-home")]
+    outcome = f"airflow/outcomes/runoff_events/{RUN_ID}/bronze.json"
+    home = tmp_path / "env-home"
+    assert task.application_args[:4] == ["--home", str(home), "--outcome", f"{home}/{outcome}"]
 
     monkeypatch.delenv("RUNOFF_HOME")
     task = _render(build_dataset_dag("events"), "bronze", start, start)
-    assert task.application_args[:2] == ["--home", str(REPO_ROOT / ".runoff")]
+    home = REPO_ROOT / ".runoff"
+    assert task.application_args[:4] == ["--home", str(home), "--outcome", f"{home}/{outcome}"]
 
 
 @pytest.mark.slow

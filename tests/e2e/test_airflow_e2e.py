@@ -6,8 +6,12 @@ throw-away AIRFLOW_HOME inside the runoff home. The test logs in with the genera
 password (JWT from POST /auth/token), triggers a run through the REST API v2, checks the tables
 against tests/expected.py, backfills two days with `airflow backfill create` twice (tables
 unchanged, live checkpoints untouched), and screenshots the DAG's grid page in headless Chromium
-through the DevTools protocol (the JWT goes in the `_token` cookie the UI uses). Every process
-it starts is stopped by process group in a `finally`.
+through the DevTools protocol (the JWT goes in the `_token` cookie the UI uses). The good run's
+asset events come from `publish` only, with validate's figures as `extra`. Last, a landing file
+with an action outside {Open, Close} fails bronze's critical expectation: the run fails without
+a retry, emits no asset event, leaves the tables as they were, and the failure notifier POSTs one
+message to a fake HTTP receiver on loopback (connection `runoff_notify`, given to Airflow as
+`AIRFLOW_CONN_RUNOFF_NOTIFY`). Every process it starts is stopped by process group in a `finally`.
 
 The dataset DAGs run daily here (`RUNOFF_DAG_SCHEDULE=@daily`) so that two backfilled days are
 two runs, and the scheduler creates no scheduled runs (`use_job_schedule=False`). `RUNOFF_DATASETS`
@@ -40,7 +44,9 @@ import pytest
 
 from core.config import RunoffConfig
 from dags import standalone
+from tests import expected
 from tests.browser import assert_not_blank, chromium_command
+from tests.dags.receiver import Receiver
 from tests.dags.tables import assert_silver_matches_expected, snapshot_tables, tree_listing
 from tests.dags.user_specs import write_orders
 
@@ -62,6 +68,7 @@ class Airflow:
     env: dict[str, str]
     token: str
     log: Path
+    receiver: Receiver
     passed: bool = False  # set by the test when it got to the end: its files are then removed
 
     def api(self, method: str, path: str, body: Any = None, attempts: int = 3) -> Any:
@@ -142,6 +149,15 @@ class Airflow:
         details = "\n".join(self.explain(run_id) for run_id in run_ids)
         raise AssertionError(f"runs not finished after {timeout:.0f} s:\n{details}")
 
+    def asset_events(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The asset events of DAG_ID's tasks (of one run when `run_id` is given)."""
+        query = {"source_dag_id": DAG_ID, "limit": "100"}
+        if run_id is not None:
+            query["source_run_id"] = run_id
+        payload = self.api("GET", f"/assets/events?{urllib.parse.urlencode(query)}")
+        events: list[dict[str, Any]] = payload["asset_events"]
+        return events
+
     def runs(self, run_type: str) -> list[dict[str, Any]]:
         payload = self.api("GET", f"/dags/{DAG_ID}/dagRuns?run_type={run_type}&limit=100")
         runs: list[dict[str, Any]] = payload["dag_runs"]
@@ -187,6 +203,7 @@ def airflow() -> Iterator[Airflow]:
     specs = root / "datasets"
     write_orders(specs)
     port = standalone.free_port()
+    receiver = Receiver()  # the failure notifications' endpoint
     base = _clean_environment()
     base.update(
         {
@@ -197,6 +214,9 @@ def airflow() -> Iterator[Airflow]:
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(standalone.free_port()),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(standalone.free_port()),
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "AIRFLOW_CONN_RUNOFF_NOTIFY": json.dumps(
+                {"conn_type": "http", "host": "127.0.0.1", "port": receiver.port}
+            ),
         }
     )
     env = standalone.airflow_env(home, port, base=base)
@@ -222,10 +242,11 @@ def airflow() -> Iterator[Airflow]:
     try:
         password = _wait_for_login(process, env, log)
         url = env["AIRFLOW__API__BASE_URL"]
-        af = Airflow(url=url, env=env, token=_login(url, password), log=log)
+        af = Airflow(url=url, env=env, token=_login(url, password), log=log, receiver=receiver)
         yield af
     finally:
         _stop_airflow(process, Path(env["AIRFLOW_HOME"]))
+        receiver.stop()
     if af.passed:
         shutil.rmtree(root, ignore_errors=True)
     else:
@@ -374,6 +395,7 @@ def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_pa
         "silver": "success",
         "backfill": "skipped",
         "validate": "success",
+        "publish": "success",
     }
     # The quality outcome is in the task log: the summary table, then the Data Docs path.
     validate_log = af.task_log(run["dag_run_id"], "validate")
@@ -383,6 +405,7 @@ def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_pa
     assert_silver_matches_expected(config, "events")
     after_run = snapshot_tables(config, "events")
     checkpoints = tree_listing(home / "checkpoints")
+    assert_published(af, run["dag_run_id"], config)
 
     # -- backfill two days: the backfill branch, idempotent, live checkpoints untouched --------
     first = _backfill(af)
@@ -394,6 +417,7 @@ def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_pa
             "silver": "skipped",
             "backfill": "success",
             "validate": "success",
+            "publish": "success",
         }
     logs = "\n".join(af.task_log(run_id, "backfill") for run_id in first)
     assert "backfill events --start 2024-01-01 --end 2024-01-02" in logs
@@ -417,7 +441,66 @@ def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_pa
     )
     assert DAG_ID in text
     assert_not_blank(png)
+
+    # -- last: a critical expectation fails; nothing is published, one notification ------------
+    # (the bad file stays pending in bronze: the tables no longer match tests/expected.py)
+    landed = expected.landing_files(config.landing_dir("events"))
+    records = [json.loads(line) for line in landed[-1].read_text().splitlines() if line.strip()]
+    records[0]["action"] = "Jump"
+    bad = landed[-1].with_name(f"zz-bad-{landed[-1].name}")
+    bad.write_text("".join(json.dumps(r) + "\n" for r in records))
+    events_before = af.asset_events()
+    assert af.receiver.received == []
+    failed = af.api("POST", f"/dags/{DAG_ID}/dagRuns", {"logical_date": None})["dag_run_id"]
+    assert af.wait_for_runs([failed], timeout=RUN_TIMEOUT)[failed] == "failed", af.explain(failed)
+    states = af.task_states(failed)
+    assert (states["bronze"], states["publish"]) == ("failed", "upstream_failed"), states
+    ti = af.api(
+        "GET", f"/dags/{DAG_ID}/dagRuns/{urllib.parse.quote(failed, safe='')}/taskInstances/bronze"
+    )
+    assert ti["try_number"] == 1, ti  # a failed expectation is not retried
+    assert af.asset_events(failed) == []
+    assert len(af.asset_events()) == len(events_before)
+    assert snapshot_tables(config, "events") == after_run  # nothing of the batch committed
+    [(method, _, body)] = af.receiver.wait_for(1, timeout=30)
+    assert method == "POST"
+    assert (body["dag_id"], body["task_id"], body["run_id"]) == (DAG_ID, "bronze", failed), body
+    assert "critical expectation failed on bronze_events" in body["message"], body
+    assert "column_values_to_be_in_set(action" in body["message"], body
+    assert f"DAG {DAG_ID}" in body["message"] and "task bronze" in body["message"], body
+    time.sleep(3)
+    assert len(af.receiver.received) == 1, af.receiver.received
     af.passed = True
+
+
+def assert_published(af: Airflow, run_id: str, config: RunoffConfig) -> None:
+    """The run's asset events: one per table, all from `publish`, with validate's figures."""
+    events = {e["name"]: e for e in af.asset_events(run_id)}
+    assert set(events) == {
+        "bronze_events",
+        "quarantine_events",
+        *expected.SILVER_TABLES["events"],
+    }, events
+    # No other task of the DAG emits asset events (bronze, silver, backfill have no outlets).
+    assert {e["source_task_id"] for e in af.asset_events()} == {"publish"}
+    for name, event in events.items():
+        extra = event["extra"]
+        assert extra["dataset"] == "events" and extra["table"] == name, extra
+        assert extra["expectations_failed"] == 0, extra
+        assert extra["quarantined_rows"] == 0, extra  # GENERATE lands no malformed line
+        assert str(extra["data_docs"]).startswith(str(config.quality_dir)), extra
+    bronze = events["bronze_events"]["extra"]
+    assert (bronze["layer"], bronze["status"], bronze["rows"]) == ("bronze", "validated", 150)
+    hourly = events["events_action_hourly"]["extra"]
+    assert (hourly["layer"], hourly["status"]) == ("silver", "validated"), hourly
+    assert hourly["rows"] > 0 and hourly["expectations_passed"] > 0, hourly
+    assert isinstance(hourly["to_version"], int) and hourly["versions"], hourly
+    # The validate outcome file publish read, where the factory puts it.
+    home = Path(af.env["RUNOFF_HOME"])
+    outcome = json.loads(
+        (home / "airflow" / "outcomes" / DAG_ID / run_id / "validate.json").read_text()
+    )
+    assert outcome["exit_code"] == 0 and outcome["summary"]["passed"] is True, outcome
 
 
 # -- headless Chromium through the DevTools protocol ---------------------------------------------
