@@ -113,6 +113,13 @@ def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> S
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if not config.verbose:
+        # A query whose batch failed (a critical expectation, `schema_evolution: fail`) is logged
+        # with pages of JVM and Python stack; runoff reports the failure itself, in one line.
+        log4j = spark.sparkContext._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
+        log4j.core.config.Configurator.setLevel(
+            "org.apache.spark.sql.execution.streaming", log4j.Level.OFF
+        )
     # py4j logs every gateway connection it opens and closes at INFO, the last ones during
     # interpreter shutdown (after logging's streams may be closed).
     logging.getLogger("py4j").setLevel(logging.WARNING)

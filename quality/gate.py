@@ -92,8 +92,12 @@ def _definition(table: str) -> BatchDefinition:
 
 @cache
 def _context() -> Any:
+    import logging
+
     import great_expectations as gx
 
+    # An ephemeral context announces (INFO) the temporary docs folder it never uses.
+    logging.getLogger("great_expectations.data_context.types.base").setLevel(logging.WARNING)
     return gx.get_context(mode="ephemeral")
 
 
