@@ -211,3 +211,33 @@ def test_a_crash_between_the_gate_and_the_commit_loses_and_duplicates_nothing(
         (0, "critical", True, 20, 0, 0),  # checked, then the crash
         (0, "critical", True, 20, 0, 0),  # checked again, committed once
     ]
+
+
+def test_the_gate_derives_its_columns_on_spark(spark: SparkSession, config: RunoffConfig) -> None:
+    """`event_time_date` (UTC date), `window_seconds` and `window_start_offset_seconds` (seconds
+    past the last multiple of the slide, or of the window), against Python's arithmetic."""
+    from datetime import UTC, datetime
+
+    from quality.gate import with_derived
+    from quality.suites import dataset_tables
+
+    tables = {t.name: t for t in dataset_tables(Catalog.load(config), "events")}
+    times = [1_709_251_199, 1_709_251_200, 1_709_337_599]  # 23:59:59, midnight, 23:59:59 UTC
+    bronze = spark.createDataFrame(
+        [(datetime.fromtimestamp(t, UTC),) for t in times], "event_time timestamp"
+    )
+    got = [r["event_time_date"] for r in with_derived(bronze, tables["bronze_events"]).collect()]
+    assert got == [datetime.fromtimestamp(t, UTC).date() for t in times]
+
+    start = datetime(2024, 3, 1, 10, 5, tzinfo=UTC)
+    windows = [(start, 600), (start.replace(second=7), 593), (None, None)]
+    rows = [(s, datetime.fromtimestamp(start.timestamp() + 600, UTC), "Open") for s, _ in windows]
+    frame = spark.createDataFrame(
+        rows, "window_start timestamp, window_end timestamp, action string"
+    )
+    for name, step in (("events_action_sliding", 300), ("events_action_hourly", 3600)):
+        derived = with_derived(frame, tables[name]).collect()
+        assert [r["window_seconds"] for r in derived] == [length for _, length in windows]
+        assert [r["window_start_offset_seconds"] for r in derived] == [
+            None if s is None else int(s.timestamp()) % step for s, _ in windows
+        ]
