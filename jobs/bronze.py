@@ -732,8 +732,8 @@ def run(
         record.versions_before = {t: table_version(p) for t, p in tables.items()}
         record.versions_after = dict(record.versions_before)
         landing = catalog.landing_dir(name)
-        if not landing.is_dir():
-            raise RunoffError(
+        if not landing.is_dir():  # the spec's source.path, or nothing landed yet: exit 2
+            raise ConfigError(
                 f"no landing directory for {name}: {landing} does not exist "
                 f"(land files there, or run `runoff generate {name}`)"
             )

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from core.config import RunoffConfig
-from core.errors import RunoffError
+from core.errors import ConfigError, RunoffError
 from jobs import interrupts
 
 Handler = Callable[[RunoffConfig, argparse.Namespace], int]
@@ -116,9 +116,25 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
 
 def _bronze_args(p: argparse.ArgumentParser) -> None:
     dataset_arg(p)
-    p.add_argument("--trigger", choices=("available-now", "once"), default="available-now")
-    p.add_argument("--max-files-per-trigger", type=positive_int)
-    p.add_argument("--max-bytes-per-trigger", type=positive_int)
+    p.add_argument(
+        "--trigger",
+        choices=("available-now", "once"),
+        default="available-now",
+        help="available-now (default): every new file, in micro-batches of the limits below; "
+        "once: every new file in one batch, limits ignored (e.g. --trigger once)",
+    )
+    p.add_argument(
+        "--max-files-per-trigger",
+        type=positive_int,
+        metavar="N",
+        help="landing files per micro-batch (default: all; e.g. --max-files-per-trigger 10)",
+    )
+    p.add_argument(
+        "--max-bytes-per-trigger",
+        type=positive_int,
+        metavar="BYTES",
+        help="bytes of landing files per micro-batch, soft limit (e.g. 134217728 for 128 MiB)",
+    )
 
 
 def _silver_args(p: argparse.ArgumentParser) -> None:
@@ -133,7 +149,12 @@ def _silver_args(p: argparse.ArgumentParser) -> None:
 
 def _validate_args(p: argparse.ArgumentParser) -> None:
     dataset_arg(p)
-    p.add_argument("--layer", choices=("bronze", "silver", "all"), default="all")
+    p.add_argument(
+        "--layer",
+        choices=("bronze", "silver", "all"),
+        default="all",
+        help="the tables to validate (default all; e.g. --layer silver)",
+    )
     p.add_argument(
         "--full",
         action="store_true",
@@ -158,7 +179,13 @@ def _status_args(p: argparse.ArgumentParser) -> None:
 
 def _reset_args(p: argparse.ArgumentParser) -> None:
     dataset_arg(p)
-    p.add_argument("--layer", choices=("bronze", "silver", "all"), required=True)
+    p.add_argument(
+        "--layer",
+        choices=("bronze", "silver", "all"),
+        required=True,
+        help="what to delete: bronze (and quarantine, and silver, which depends on it), silver, "
+        "or all (e.g. --layer silver)",
+    )
     p.add_argument("--yes", action="store_true", help="confirm: tables and checkpoints are deleted")
 
 
@@ -202,6 +229,17 @@ def available_commands() -> list[str]:
     return [name for name, (module, _, _) in COMMANDS.items() if importlib.util.find_spec(module)]
 
 
+def version() -> str:
+    """The installed package's version (the repository's pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("runoff")
+    except PackageNotFoundError:
+        return "unknown (not installed: run `make install`)"
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """Usage errors as one line on stderr (the CLI contract) and exit code 2; `-h` shows usage."""
 
@@ -209,7 +247,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-# Commands that only read the home (a missing home is an empty one for them).
+# Commands that never create the home (`status` refuses a missing one, `check` needs none).
 READ_ONLY_COMMANDS = frozenset({"status", "check"})
 
 
@@ -250,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Incremental lakehouse pipelines: landing JSON -> Delta bronze -> silver.",
     )
     _global_options(parser, None)
+    parser.add_argument("--version", action="version", version=f"runoff {version()}")
     sub = parser.add_subparsers(dest="command", metavar="command", required=True)
     for name in available_commands():
         _module, help_text, add_args = COMMANDS[name]
@@ -292,6 +331,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             Catalog.load(config).spec(args.dataset)  # unknown or refused: one error, exit 2
         if args.command not in READ_ONLY_COMMANDS:
             config.ensure_home()
+        elif args.command == "status" and not config.home.is_dir():
+            # A misspelt --home would otherwise show empty tables and succeed.
+            raise ConfigError(
+                f"runoff home {str(config.home)!r} does not exist: check --home or RUNOFF_HOME "
+                "(commands that write, such as `runoff generate` or `runoff bronze`, create it)"
+            )
         code = handler_for(args.command)(config, args)
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - one clear line, an exit code
         code, error = _report(exc, args.verbose)

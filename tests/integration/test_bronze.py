@@ -206,7 +206,7 @@ def test_missing_landing_directory_fails_clearly_and_is_recorded(
 ) -> None:
     started = time.monotonic()
     code = cli.main(["--home", str(config.home), "bronze", "events"])
-    assert code == 1
+    assert code == 2  # configuration: the spec's source.path names no folder
     landing = config.landing_dir("events")
     assert capsys.readouterr().err == (
         f"runoff: error: no landing directory for events: {landing} does not exist "

@@ -207,14 +207,40 @@ def test_home_that_cannot_be_created_is_one_line(
     )
 
 
-def test_status_of_a_missing_home_creates_nothing(
+def test_status_of_a_missing_home_is_refused_and_creates_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     home = tmp_path / "nowhere"
-    code, out, _ = run(capsys, "--home", str(home), "status", "events", "--json")
-    assert code == 0
-    assert [t["version"] for t in json.loads(out)["tables"]] == [None] * 4
+    code, out, err = run(capsys, "--home", str(home), "status", "events", "--json")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"runoff: error: runoff home {str(home)!r} does not exist: check --home or RUNOFF_HOME "
+        "(commands that write, such as `runoff generate` or `runoff bronze`, create it)\n"
+    )
     assert not home.exists()
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"runoff {version('runoff')}\n"
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    from jobs.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [
+        f"{name} {'/'.join(action.option_strings) or action.dest}"
+        for name, command in commands.choices.items()
+        for action in command._actions
+        if not action.help and not isinstance(action, argparse._HelpAction)
+    ]
+    assert missing == []
 
 
 def test_landing_that_cannot_be_written_is_one_line(
@@ -398,6 +424,7 @@ def test_datasets_folder_adds_its_datasets(
 ) -> None:
     folder = spec_folder(tmp_path / "specs", mine=MINE_SPEC)
     home = tmp_path / "home"
+    home.mkdir()
     option = ["--datasets", str(folder)]
     argv = (
         [*option, "--home", str(home), "status", "mine", "--json"]
@@ -409,7 +436,7 @@ def test_datasets_folder_adds_its_datasets(
     assert [(t["table"], t["layer"]) for t in doc["tables"]] == MINE_TABLES
     assert [t["version"] for t in doc["tables"]] == [None] * 3
     assert doc["landing"]["path"] == str(home / "inbox" / "mine")  # the spec's source.path
-    assert not home.exists()  # status only reads
+    assert list(home.iterdir()) == []  # status only reads
     # The seed datasets stay: the unknown-dataset message lists both.
     code, out, err = run(capsys, *option, "--home", str(home), "status", "nosuch")
     assert (code, out) == (2, "")
@@ -426,6 +453,7 @@ def test_datasets_from_the_environment(
     first = spec_folder(tmp_path / "a", mine=MINE_SPEC)
     second = spec_folder(tmp_path / "b", other=other)
     home = str(tmp_path / "home")
+    Path(home).mkdir()
     # Without them, `mine` is unknown.
     code, _, err = run(capsys, "--home", home, "status", "mine")
     assert code == 2
@@ -442,6 +470,7 @@ def test_datasets_is_repeatable_before_and_after_the_command(
     first = spec_folder(tmp_path / "a", mine=MINE_SPEC)
     second = spec_folder(tmp_path / "b", other=other)
     home = str(tmp_path / "home")
+    Path(home).mkdir()
     for argv in (
         ["--datasets", str(first), "--datasets", str(second), "status"],
         ["status", "--datasets", str(first), "--datasets", str(second)],
@@ -471,6 +500,7 @@ def test_a_refused_spec_is_named_and_hides_no_other_dataset(
     events_again = MINE_SPEC.replace("name: mine", "name: events").replace("mine_per", "events_per")
     folder = spec_folder(tmp_path / "specs", mine=MINE_SPEC, broken=broken, events=events_again)
     home = str(tmp_path / "home")
+    Path(home).mkdir()
     code, out, err = run(capsys, "--home", home, "--datasets", str(folder), "status", "broken")
     assert (code, out) == (2, "")
     assert err == (
