@@ -316,10 +316,15 @@ DEFAULT_ARGS["on_failure_callback"] = runoff_notifier()
 
 
 def spark_conf() -> dict[str, str]:
-    """Spark properties of every submit: Python driver and workers run this interpreter."""
+    """Spark properties of every submit: Python driver and workers run this interpreter; the
+    JVMs run in UTC with runoff's quiet Spark logging (`jobs.spark.JAVA_OPTIONS`)."""
+    from jobs.spark import JAVA_OPTIONS
+
     return {
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
+        "spark.driver.extraJavaOptions": JAVA_OPTIONS,
+        "spark.executor.extraJavaOptions": JAVA_OPTIONS,
     }
 
 

@@ -69,6 +69,11 @@ def delta_jars() -> list[str]:
     return jars
 
 
+# Spark's log4j2 configuration: no start-up chatter.
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+JAVA_OPTIONS = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
+
+
 def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> SparkSession:
     """Return the active runoff SparkSession, creating and configuring it if needed."""
     require_java()
@@ -92,8 +97,8 @@ def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> S
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.streaming.metricsEnabled", "false")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.driver.extraJavaOptions", JAVA_OPTIONS)
+        .config("spark.executor.extraJavaOptions", JAVA_OPTIONS)
         # Delta rebuilds a table's state from its log checkpoint in this many tasks (default 50:
         # tuned for large tables; runoff's state is small and read at every batch).
         .config("spark.databricks.delta.snapshotPartitions", str(config.shuffle_partitions))

@@ -460,6 +460,8 @@ def test_rendered_spark_submit_command(
         pendulum.datetime(2024, 1, 2, 6, tz="UTC"),
     )
     command = task._get_hook()._build_spark_submit_command(task.application)
+    log4j = (REPO_ROOT / "jobs" / "log4j2.properties").as_uri()
+    java_options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={log4j}"
     assert command == [
         "spark-submit",
         "--master",
@@ -468,6 +470,10 @@ def test_rendered_spark_submit_command(
         f"spark.pyspark.python={sys.executable}",
         "--conf",
         f"spark.pyspark.driver.python={sys.executable}",
+        "--conf",
+        f"spark.driver.extraJavaOptions={java_options}",
+        "--conf",
+        f"spark.executor.extraJavaOptions={java_options}",
         "--jars",
         ",".join(str(jar) for jar in sorted((REPO_ROOT / "jvm" / "jars").glob("*.jar"))),
         "--name",
