@@ -110,6 +110,7 @@ class GeneratedFile:
     malformed: int
     late: int
     blank: int = 0
+    new: bool = True  # False: the same file (same name, so the same bytes) was already there
 
 
 @dataclass(frozen=True)
@@ -426,8 +427,9 @@ def write_files(landing_dir: Path, planned: Iterable[PlannedFile]) -> list[Gener
     last_mtime_ms = 0
     for plan in planned:
         target = landing_dir / plan.relative_path
+        new = not target.exists()
         try:
-            if not target.exists():
+            if new:
                 last_mtime_ms = _place(target, plan.content, last_mtime_ms)
         except OSError as exc:
             where = exc.filename or target
@@ -442,6 +444,7 @@ def write_files(landing_dir: Path, planned: Iterable[PlannedFile]) -> list[Gener
                 malformed=plan.malformed,
                 late=plan.late,
                 blank=plan.blank,
+                new=new,
             )
         )
     return written

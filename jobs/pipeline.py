@@ -5,8 +5,8 @@ their own: bronze and quarantine rows for the new landing files (`jobs.bronze.ru
 aggregates brought up to date (`jobs.silver.run_silver`), then Great Expectations on every
 table the run changed (`quality.runner.validate_dataset`). Each step appends its own ledger row.
 Trigger: the streaming steps run with `availableNow` and stop when caught up. A step that fails
-stops the run (later steps do not run); a critical expectation failure exits non-zero with the
-validation's one-line message.
+stops the run (later steps do not run): a batch held back by a critical expectation (the quality
+gate) or a failed critical whole-table expectation (validate) exits 1 with its one-line message.
 """
 
 from __future__ import annotations

@@ -50,13 +50,19 @@ def generate_dataset(config: RunoffConfig, dataset: str, **options: Any) -> list
 
 
 def summary_line(dataset: str, written: Sequence[GeneratedFile], landing_dir: Path) -> str:
-    records = sum(f.records for f in written)
-    malformed = sum(f.malformed for f in written)
-    late = sum(f.late for f in written)
-    return (
-        f"generated {len(written)} {dataset} files: {records} records, "
+    """What this call wrote; files it found already there (same name, same bytes) are counted
+    apart, so that generating twice does not claim twice the data."""
+    new = [f for f in written if f.new]
+    records = sum(f.records for f in new)
+    malformed = sum(f.malformed for f in new)
+    late = sum(f.late for f in new)
+    line = (
+        f"generated {len(new)} {dataset} files: {records} records, "
         f"{malformed} malformed lines, {late} late records in {landing_dir}"
     )
+    if len(new) < len(written):
+        line += f" ({len(written) - len(new)} identical files were already there: left alone)"
+    return line
 
 
 def cmd_generate(config: RunoffConfig, args: argparse.Namespace) -> int:

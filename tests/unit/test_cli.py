@@ -70,25 +70,12 @@ def test_help_lists_generate_and_check(capsys: pytest.CaptureFixture[str]) -> No
 def test_generate_prints_one_summary_line(
     home: Path, capsys: pytest.CaptureFixture[str], stdout_console: None
 ) -> None:
-    code, out, err = run(
-        capsys,
-        "--home",
-        str(home),
-        "generate",
-        "activity",
-        "--files",
-        "3",
-        "--rows-per-file",
-        "200",
-        "--start",
-        "2024-02-03T04:05:06Z",
-        "--seed",
-        "11",
-        "--malformed-rate",
-        "0.05",
-        "--late-rate",
-        "0.1",
+    argv = (
+        *("--home", str(home), "generate", "activity", "--files", "3", "--rows-per-file", "200"),
+        *("--start", "2024-02-03T04:05:06Z", "--seed", "11"),
+        *("--malformed-rate", "0.05", "--late-rate", "0.1"),
     )
+    code, out, err = run(capsys, *argv)
     landing = home / "landing" / "activity"
     files = expected.read_landing("activity", landing)
 
@@ -103,6 +90,15 @@ def test_generate_prints_one_summary_line(
     start = datetime(2024, 2, 3, 4, 5, 6, tzinfo=UTC)
     assert start <= first < start + timedelta(seconds=2)
     assert {f.date for f in files} == {date(2024, 2, 3)}
+
+    # The same call again writes nothing new, and says so.
+    assert run(capsys, *argv) == (
+        0,
+        f"generated 0 activity files: 0 records, 0 malformed lines, 0 late records in {landing} "
+        "(3 identical files were already there: left alone)\n",
+        "",
+    )
+    assert expected.counts(expected.read_landing("activity", landing)) == (600, 30, 2)
 
 
 def test_generate_uses_runoff_home_from_the_environment(
