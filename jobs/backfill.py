@@ -460,7 +460,7 @@ def run_backfill(
     from delta_tables.catalog import Catalog
     from jobs.dataset import load_dataset
     from jobs.streaming import recorded_run
-    from quality.gate import Gate
+    from quality.gate import Gate, say_problems
     from quality.gate import record_run as record_checks
     from quality.suites import dataset_tables
 
@@ -495,6 +495,7 @@ def run_backfill(
         finally:
             record.versions_after = {t: table_version(p) for t, p in tables.items()}
             record_checks(catalog.quality_results.path, record, list(gates.values()))
+    say_problems(record, list(gates.values()))
     changed = [c.table for c in result.changes if c.changed]
     report(
         f"backfill {name} {interval}: {record.status} in {time.perf_counter() - started:.1f} s: "

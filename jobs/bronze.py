@@ -99,7 +99,7 @@ from jobs.streaming import (
     summary_line,
 )
 from quality.gate import record_run as record_checks
-from quality.gate import rule_checks
+from quality.gate import rule_checks, say_problems
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -787,6 +787,7 @@ def run(
             record.details["replayed_batches"] = sum(b.replayed for b in progress.batches)
             if batches.added_columns:
                 record.details["added_columns"] = batches.added_columns
+    say_problems(record, batches.gates)
     if batches.added_columns:
         say(
             f"{job}: bronze gained columns {', '.join(batches.added_columns)} "

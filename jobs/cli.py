@@ -13,7 +13,6 @@ import argparse
 import importlib
 import importlib.util
 import json
-import logging
 import os
 import signal
 import sys
@@ -25,7 +24,7 @@ from typing import Any, NoReturn
 
 from core.config import RunoffConfig
 from core.errors import ConfigError, RunoffError
-from jobs import interrupts
+from jobs import interrupts, logs
 
 Handler = Callable[[RunoffConfig, argparse.Namespace], int]
 
@@ -307,15 +306,7 @@ def handler_for(command: str) -> Handler:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if not args.verbose:
-        # A failed foreachBatch (e.g. a critical expectation) is reported as one line below;
-        # py4j would log its whole Python traceback first.
-        logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+    library = logs.configure(bool(args.verbose))
     previous = interrupts.install()
     error: str | None = None
     error_type: str | None = None
@@ -331,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             Catalog.load(config).spec(args.dataset)  # unknown or refused: one error, exit 2
         if args.command not in READ_ONLY_COMMANDS:
             config.ensure_home()
+        if library is not None and config.home.is_dir():
+            library.path = config.home / "logs" / "runoff.log"
         elif args.command == "status" and not config.home.is_dir():
             # A misspelt --home would otherwise show empty tables and succeed.
             raise ConfigError(
@@ -339,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         code = handler_for(args.command)(config, args)
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - one clear line, an exit code
-        code, error = _report(exc, args.verbose)
+        code, error = _report(exc, args.verbose, library)
         error_type = type(exc).__name__
     finally:
         interrupts.restore(previous)
@@ -386,9 +379,13 @@ def write_outcome(path: Path, outcome: Mapping[str, Any]) -> None:
         temporary.unlink(missing_ok=True)
 
 
-def _report(exc: BaseException, verbose: bool) -> tuple[int, str]:
+def _report(
+    exc: BaseException, verbose: bool, library: logs.LibraryLog | None = None
+) -> tuple[int, str]:
     """The CLI's last line of defence: one clear line on stderr; the exit code and that line."""
     resume = "the next run resumes from the checkpoint"
+    if library is not None and library.written:
+        resume += f" (Spark's messages: {library.path})"
     # SIGTERM first, whatever py4j made of the interrupt it raised.
     if interrupts.received():
         return _say(f"runoff: terminated (SIGTERM); {resume}", 128 + signal.SIGTERM)

@@ -461,7 +461,7 @@ def run_silver(
         "max_files_per_trigger": options.max_files_per_trigger,
     }
     tables = {name: table.path for name, table in silver.items()}
-    from quality.gate import Gate
+    from quality.gate import Gate, say_problems
     from quality.gate import record_run as record_checks
     from quality.suites import dataset_tables  # GX: a heavy import
 
@@ -522,6 +522,7 @@ def run_silver(
                 _close(record, runs)
                 gates = [run.writer.gate for run in runs if run.writer.gate is not None]
                 record_checks(catalog.quality_results.path, record, gates)
+    say_problems(record, gates)
     summarize(record, runs, report)
     return record
 

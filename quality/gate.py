@@ -284,7 +284,7 @@ def batch_rows(
 
 def record_run(results: Path, record: RunRecord, gates: Sequence[Gate]) -> None:
     """Put a run's checks in its ledger record (`details.expectations`: totals per table and
-    expectation) and in the results history (a row per expectation per batch); say what failed."""
+    expectation) and in the results history (a row per expectation per batch)."""
     from deltalake import DeltaTable
 
     from delta_tables.writes import is_delta_table
@@ -311,5 +311,9 @@ def record_run(results: Path, record: RunRecord, gates: Sequence[Gate]) -> None:
         datetime.now(UTC),
     )
     append_results(results, rows)
-    for line in problems(checks):
+
+
+def say_problems(record: RunRecord, gates: Sequence[Gate]) -> None:
+    """Print a finished run's failed expectations and quarantine rules, one line each."""
+    for line in problems([c for gate in gates for c in gate.checks]):
         say(f"{record.layer} {record.dataset}: {line}")

@@ -19,9 +19,9 @@ from tests.quality_tables import (
     action_counts,
     append,
     append_bronze,
-    bronze_events,
     hourly,
     open_close_events,
+    quarantine_rows,
 )
 
 START = 1_709_251_200  # 2024-03-01T00:00:00Z
@@ -68,7 +68,8 @@ class TableRows(HTMLParser):
 
 
 def _validate_twice(config: RunoffConfig) -> tuple[ValidationReport, ValidationReport]:
-    """A clean run, then a run whose new bronze rows hold a null action."""
+    """A clean run, then a run in which most new lines went to quarantine (the quarantine share
+    fails its warning and its critical expectation)."""
     append_bronze(config.bronze_path("events"), open_close_events(START, 3))
     append(
         config.silver_path("events_action_hourly"),
@@ -76,7 +77,8 @@ def _validate_twice(config: RunoffConfig) -> tuple[ValidationReport, ValidationR
     )
     first = validate_dataset(config, "events")
     assert first.passed
-    append_bronze(config.bronze_path("events"), bronze_events([START + 60], [None], batch_id=1))
+    append_bronze(config.bronze_path("events"), open_close_events(START + 3600, 1, batch_id=1))
+    append(config.quarantine_path("events"), quarantine_rows(5, batch_id=1))
     second = validate_dataset(config, "events")
     assert not second.passed
     return first, second
@@ -120,7 +122,7 @@ def test_data_docs_index_shows_suites_and_latest_results(
         for suite in validated_suites
     }
     assert latest == expected
-    assert latest["bronze_events"] == "Failed"
+    assert latest["quarantine_events_share"] == "Failed"
     # Every validation of both runs is listed, the latest first.
     first_suites = {e.suite for e in first.expectations}
     assert len(results) - 1 == len(first_suites) + len(validated_suites)

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pty
 import queue
 import random
+import re
+import select
 import signal
 import subprocess
 import sys
@@ -183,9 +186,12 @@ def test_sigterm_ends_the_run_as_interrupted_and_the_next_run_finishes(tmp_path:
     # The driver's last word is this one line; the JVM, which outlives the driver by a moment,
     # may still log the interrupted query's stack trace after it (the output is merged).
     runoff_lines = [line for line in log if line.startswith("runoff")]
-    assert runoff_lines == [
-        "runoff: terminated (SIGTERM); the next run resumes from the checkpoint"
-    ], log
+    assert len(runoff_lines) == 1, log
+    assert re.fullmatch(
+        "runoff: terminated \\(SIGTERM\\); the next run resumes from the checkpoint"
+        f"( \\(Spark's messages: {re.escape(str(config.home / 'logs' / 'runoff.log'))}\\))?",
+        runoff_lines[0],
+    ), log
     assert group_ends(process.pid, timeout=60), "the JVM outlived the terminated driver"
     last = read_runs(config.runs_path, "events")[-1]
     assert (last["status"], last["error"]) == ("interrupted", "terminated by SIGTERM")
@@ -195,3 +201,46 @@ def test_sigterm_ends_the_run_as_interrupted_and_the_next_run_finishes(tmp_path:
     assert final.returncode == 0, output
     assert_tables_hold_exactly(config, "events", files)
     assert read_runs(config.runs_path, "events")[-1]["status"] == "success"
+
+
+def test_ctrl_c_on_a_terminal_prints_one_line(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the foreground process group of a terminal) mid-run: exit 130 and one
+    line after the last batch line; py4j's and PySpark's tracebacks go to the home's log file,
+    which the line names."""
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    land(config, "events", files=4, seed=2)
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: runoff on the pseudo-terminal
+        os.chdir(REPO_ROOT)
+        os.environ.update({"PYTHONPATH": str(REPO_ROOT), "RUNOFF_SPARK_MASTER": "local[2]"})
+        argv = ["--home", str(config.home), "bronze", "events", "--max-files-per-trigger", "1"]
+        os.execv(sys.executable, [sys.executable, "-m", "jobs.cli", *argv])
+    output, interrupted = b"", False
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([terminal], [], [], 0.5)[0]:
+                continue
+            try:
+                chunk = os.read(terminal, 65536)
+            except OSError:  # the terminal closed: the run is over
+                break
+            if not chunk:
+                break
+            output += chunk
+            if not interrupted and b"bronze events batch 0" in output:
+                os.killpg(os.getpgid(pid), signal.SIGINT)  # what the terminal does on Ctrl-C
+                interrupted = True
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(terminal)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    text = output.decode(errors="replace").replace("\r\n", "\n")
+    assert interrupted, text
+    assert os.waitstatus_to_exitcode(status) == 130, text
+    after = text[text.index("bronze events batch 0") :].splitlines()[1:]
+    after = [line for line in after if not line.startswith("bronze events batch ")]
+    log = config.home / "logs" / "runoff.log"
+    resume = "runoff: interrupted; the next run resumes from the checkpoint"
+    assert after in ([resume], [f"{resume} (Spark's messages: {log})"]), text

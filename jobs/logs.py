@@ -1,0 +1,61 @@
+"""Where the CLI's log records go: runoff's own on the terminal, the libraries' in a file.
+
+py4j and PySpark log whole tracebacks when a run is interrupted or a batch fails (through the
+root logger, at ERROR); runoff reports those events itself in one line. Without `--verbose`
+their records go to `<home>/logs/runoff.log` (created when the first one arrives) and the
+terminal shows runoff's own warnings only; `--verbose` shows everything, at DEBUG, on stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Source folders of the libraries whose records stay off the terminal.
+LIBRARIES = tuple(f"{os.sep}{name}{os.sep}" for name in ("py4j", "pyspark"))
+
+
+def from_library(record: logging.LogRecord) -> bool:
+    return record.name.startswith(("py4j", "pyspark")) or any(
+        part in record.pathname for part in LIBRARIES
+    )
+
+
+class LibraryLog(logging.Handler):
+    """Appends the libraries' records to a file, once `path` is known (the home's `logs/`)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.path: Path | None = None
+        self.written = 0
+        self.addFilter(from_library)
+        self.setFormatter(logging.Formatter(FORMAT))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as log:
+                log.write(self.format(record) + "\n")
+            self.written += 1
+        except OSError:
+            self.handleError(record)
+
+
+def configure(verbose: bool) -> LibraryLog | None:
+    """Set up the CLI's logging; returns the library log (None with `--verbose`), whose `path`
+    the caller sets once the home is known."""
+    terminal = logging.StreamHandler(sys.stderr)
+    terminal.setFormatter(logging.Formatter(FORMAT))
+    if verbose:
+        logging.basicConfig(level=logging.DEBUG, handlers=[terminal])
+        return None
+    terminal.addFilter(lambda record: not from_library(record))
+    library = LibraryLog()
+    # Like basicConfig, nothing changes when the process configured logging already (embedding).
+    logging.basicConfig(level=logging.WARNING, handlers=[terminal, library])
+    return library
