@@ -199,6 +199,34 @@ def quality_pass_rate(results: pd.DataFrame, dataset: str) -> pd.DataFrame:
 
 
 # -- charts (matplotlib, rendered to SVG text) ---------------------------------------------------
+def gate_totals(results: pd.DataFrame) -> pd.DataFrame:
+    """The quality gate's checks (history rows with a `batch_id`) per table and expectation:
+    action, batches, rows evaluated, failed and quarantined, and the last batch that failed it.
+    Quarantine rules are the breakdown of the quarantine's reasons. Most failed first."""
+    columns = ["table", "expectation", "severity", "batches", "evaluated", "failed"]
+    columns += ["quarantined", "last_failed_at"]
+    if "batch_id" not in results.columns:
+        return pd.DataFrame(columns=columns)
+    checks = results[results["batch_id"].notna()].copy()
+    if checks.empty:
+        return pd.DataFrame(columns=columns)
+    for column in ("evaluated", "failed", "quarantined"):
+        checks[column] = checks[column].fillna(0).astype("int64")
+    checks["failed_at"] = checks["validated_at"].where(checks["failed"] > 0)
+    totals = (
+        checks.groupby(["table", "expectation", "severity"], as_index=False)
+        .agg(
+            batches=("batch_id", "size"),
+            evaluated=("evaluated", "sum"),
+            failed=("failed", "sum"),
+            quarantined=("quarantined", "sum"),
+            last_failed_at=("failed_at", "max"),
+        )
+        .sort_values(["failed", "table", "expectation"], ascending=[False, True, True])
+    )
+    return totals[columns].reset_index(drop=True)
+
+
 def _new_figure(height: float = 3.4) -> Any:
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
@@ -494,8 +522,11 @@ def quality_charts(data: ReportData) -> list[Chart]:
                 f"(run `runoff validate {data.dataset}`).",
             )
         ]
+    validations = data.quality
+    if "batch_id" in validations.columns:  # the gate's rows are `gate_totals`'
+        validations = validations[validations["batch_id"].isna()]
     try:
-        rates = quality_pass_rate(data.quality, data.dataset)
+        rates = quality_pass_rate(validations, data.dataset)
     except ValueError as exc:
         return [Chart(title, note=f"Quality results at {data.quality_path} not charted: {exc}.")]
     if rates.empty:
@@ -578,6 +609,35 @@ def _runs_table_html(runs: pd.DataFrame) -> str:
     return f"{caption}<table>{head}{''.join(rows)}</table>"
 
 
+def _gate_table_html(quality: pd.DataFrame | None) -> str:
+    totals = gate_totals(quality) if quality is not None else pd.DataFrame()
+    if totals.empty:
+        return ""
+    head = (
+        "<tr><th>table</th><th>expectation</th><th>action</th><th>batches</th>"
+        "<th>rows evaluated</th><th>failed</th><th>quarantined</th><th>last failed (UTC)</th></tr>"
+    )
+    rows = []
+    for row in totals.to_dict("records"):
+        last = row["last_failed_at"]
+        when = "" if pd.isna(last) else pd.Timestamp(last).strftime("%Y-%m-%d %H:%M:%S")
+        failed = ' class="failed"' if row["failed"] and row["severity"] == "critical" else ""
+        rows.append(
+            f"<tr><td>{_esc(row['table'])}</td><td>{_esc(row['expectation'])}</td>"
+            f'<td>{_esc(row["severity"])}</td><td class="num">{row["batches"]:,}</td>'
+            f'<td class="num">{row["evaluated"]:,}</td>'
+            f'<td class="num"{failed}>{row["failed"]:,}</td>'
+            f'<td class="num">{row["quarantined"]:,}</td><td>{when}</td></tr>'
+        )
+    caption = (
+        '<h3>Checked on every micro-batch before its commit</h3><p class="note">The quality '
+        "gate: rows evaluated, failed and quarantined per table and expectation, over every "
+        "batch in the results history. <code>quarantine</code> rows are the reasons lines went "
+        "to quarantine; a failed <code>critical</code> expectation held its batch back.</p>"
+    )
+    return f"{caption}<table>{head}{''.join(rows)}</table>"
+
+
 def render_report(data: ReportData) -> str:
     """The complete HTML page (pure: no file or network access)."""
     sections: list[str] = []
@@ -586,7 +646,7 @@ def render_report(data: ReportData) -> str:
     sections.append(f"<section><h2>Silver aggregates</h2>{silver}</section>")
     runs = "".join(_chart_html(c) for c in run_charts(data)) + _runs_table_html(data.runs)
     sections.append(f"<section><h2>Runs</h2>{runs}</section>")
-    quality = "".join(_chart_html(c) for c in quality_charts(data))
+    quality = "".join(_chart_html(c) for c in quality_charts(data)) + _gate_table_html(data.quality)
     sections.append(f"<section><h2>Data quality</h2>{quality}</section>")
     generated = data.generated_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return (
@@ -664,17 +724,19 @@ def read_silver(path: Path, spec: SilverSpec) -> pd.DataFrame | None:
 
 def read_quality(path: Path, dataset: str) -> pd.DataFrame | None:
     """The dataset's rows of the quality results history, parked rows included (the columns
-    `quality_pass_rate` uses); None when there is no history."""
+    `quality_pass_rate` and `gate_totals` use); None when there is no history."""
     from delta_tables.ops import read_rows
     from quality.history import RESULT_KEY, RESULTS_SCHEMA
 
     if not path.exists():
         return None
-    columns = ["run_id", "dataset", "success", "validated_at", "batch_id"]
+    columns = [
+        *("run_id", "dataset", "success", "validated_at", "table", "expectation", "severity"),
+        *("batch_id", "evaluated", "failed", "quarantined"),
+    ]
     rows = read_rows(path, RESULTS_SCHEMA, RESULT_KEY, columns, {"dataset": dataset})
     frame: pd.DataFrame = rows.to_pandas()
-    # The chart is per validate run: the gate's per-batch rows are the ledger's to show.
-    return frame[frame["batch_id"].isna()].drop(columns="batch_id")
+    return frame
 
 
 def report_path(config: RunoffConfig, dataset: str) -> Path:
@@ -700,6 +762,7 @@ def cmd_report(config: RunoffConfig, args: argparse.Namespace) -> int:
 __all__ = [
     "ReportData",
     "cmd_report",
+    "gate_totals",
     "load_report_data",
     "quality_pass_rate",
     "render_report",

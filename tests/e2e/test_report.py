@@ -29,6 +29,7 @@ from jobs.cli import main
 from jobs.report import (
     LAYER_COLOURS,
     SERIES_COLOURS,
+    gate_totals,
     key_labels,
     load_report_data,
     numeric,
@@ -547,3 +548,80 @@ def test_report_of_an_empty_home_is_a_page_of_notes(config: RunoffConfig, tmp_pa
     assert dom.count("No data yet") == len(titles)
     assert dom.count("no data yet") == 5  # bronze, quarantine and three silver tables
     assert_not_blank(png, min_colours=4, min_ink=0.01)
+
+
+def gate_row(
+    batch: int, expectation: str, severity: str, counts: tuple[int, int], hour: int
+) -> ResultRow:
+    evaluated, failed = counts
+    return ResultRow(
+        run_id=f"b{batch}",
+        dataset="events",
+        table="bronze_events",
+        table_id="t1",
+        layer="bronze",
+        suite=f"bronze_events_batch {batch}",
+        expectation=expectation,
+        severity=severity,
+        success=failed == 0,
+        observed="",
+        from_version=0,
+        to_version=1,
+        full=False,
+        rows=evaluated,
+        table_passed=not (failed and severity == "critical"),
+        validated_at=START + timedelta(hours=hour),
+        batch_id=batch,
+        evaluated=evaluated,
+        failed=failed,
+        quarantined=failed if severity == "quarantine" else 0,
+    )
+
+
+def test_the_gate_table_adds_up_every_batch_per_expectation(config: RunoffConfig) -> None:
+    """The quality gate's per-batch rows, totalled per expectation (most failed first); the pass
+    rate chart stays per validate run."""
+    build_events_home(config)
+    gate = [
+        gate_row(0, "known_store", "quarantine", (10, 2), 1),
+        gate_row(1, "known_store", "quarantine", (5, 1), 2),
+        gate_row(2, "known_store", "quarantine", (7, 0), 3),
+        gate_row(2, "column_values_to_be_between(amount)", "critical", (7, 1), 3),
+    ]
+    append_results(config.quality_dir / "results", gate)
+
+    data = load_report_data(config, "events")
+    totals = gate_totals(data.quality).to_dict("records")
+    assert totals == [
+        {
+            "table": "bronze_events",
+            "expectation": "known_store",
+            "severity": "quarantine",
+            "batches": 3,
+            "evaluated": 22,
+            "failed": 3,
+            "quarantined": 3,
+            "last_failed_at": pd.Timestamp(START + timedelta(hours=2)),
+        },
+        {
+            "table": "bronze_events",
+            "expectation": "column_values_to_be_between(amount)",
+            "severity": "critical",
+            "batches": 1,
+            "evaluated": 7,
+            "failed": 1,
+            "quarantined": 0,
+            "last_failed_at": pd.Timestamp(START + timedelta(hours=3)),
+        },
+    ]
+    page = render_report(data)
+    assert "Checked on every micro-batch before its commit" in page
+    assert (
+        "<tr><td>bronze_events</td><td>known_store</td><td>quarantine</td>"
+        '<td class="num">3</td><td class="num">22</td><td class="num">3</td>'
+        '<td class="num">3</td><td>2024-01-01 02:00:00</td></tr>'
+    ) in page
+    # The gate's rows are not validate runs: the pass rate has the 3 validations of events.
+    assert page.count('<svg class="chart"') == len(CHART_TITLES)
+    validations = data.quality[data.quality["batch_id"].isna()]
+    assert len(quality_pass_rate(validations, "events")) == 3
