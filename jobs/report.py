@@ -621,12 +621,13 @@ def _gate_table_html(quality: pd.DataFrame | None) -> str:
     for row in totals.to_dict("records"):
         last = row["last_failed_at"]
         when = "" if pd.isna(last) else pd.Timestamp(last).strftime("%Y-%m-%d %H:%M:%S")
-        failed = ' class="failed"' if row["failed"] and row["severity"] == "critical" else ""
+        held = row["failed"] and row["severity"] == "critical"  # it held batches back
+        failed = "num failed" if held else "num"
         rows.append(
             f"<tr><td>{_esc(row['table'])}</td><td>{_esc(row['expectation'])}</td>"
             f'<td>{_esc(row["severity"])}</td><td class="num">{row["batches"]:,}</td>'
             f'<td class="num">{row["evaluated"]:,}</td>'
-            f'<td class="num"{failed}>{row["failed"]:,}</td>'
+            f'<td class="{failed}">{row["failed"]:,}</td>'
             f'<td class="num">{row["quarantined"]:,}</td><td>{when}</td></tr>'
         )
     caption = (
