@@ -14,7 +14,7 @@ import html
 import io
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,8 @@ class TableInfo:
     path: Path
     version: int | None
     rows: int | None
+    newest_event: datetime | None = None  # freshness, as `runoff status` shows it
+    last_commit: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -569,18 +571,28 @@ def _chart_html(chart: Chart) -> str:
     )
 
 
+def _utc(moment: datetime | None) -> str:
+    return "-" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _tables_html(tables: Sequence[TableInfo]) -> str:
     rows = []
     for table in tables:
         if table.version is None:
-            cells = '<td class="num">-</td><td class="num">-</td><td>no data yet</td>'
+            cells = '<td class="num">-</td><td class="num">-</td><td>-</td><td>-</td>'
+            cells += "<td>no data yet</td>"
         else:
             cells = (
                 f'<td class="num">{table.version}</td>'
-                f'<td class="num">{(table.rows or 0):,}</td><td>{_esc(table.path)}</td>'
+                f'<td class="num">{(table.rows or 0):,}</td>'
+                f"<td>{_utc(table.newest_event)}</td><td>{_utc(table.last_commit)}</td>"
+                f"<td>{_esc(table.path)}</td>"
             )
         rows.append(f"<tr><td>{_esc(table.name)}</td>{cells}</tr>")
-    head = "<tr><th>table</th><th>version</th><th>rows</th><th>location</th></tr>"
+    head = (
+        "<tr><th>table</th><th>version</th><th>rows</th><th>newest event (UTC)</th>"
+        "<th>last commit (UTC)</th><th>location</th></tr>"
+    )
     return f"<table>{head}{''.join(rows)}</table>"
 
 
@@ -693,9 +705,19 @@ def table_info(name: str, path: Path) -> TableInfo:
 
 def load_report_data(config: RunoffConfig, dataset: str) -> ReportData:
     """Read what the report of `dataset` shows from the home directory (no Spark)."""
+    from jobs.status import freshness_facts, spec_key
+
     catalog = Catalog.load(config)
     spec = catalog.spec(dataset)
-    tables = [table_info(t.name, t.path) for t in catalog.tables(dataset)]
+    tables = [
+        replace(
+            table_info(t.name, t.path),
+            newest_event=facts["newest_event_time"],
+            last_commit=facts["last_commit_at"],
+        )
+        for t in catalog.tables(dataset)
+        for facts in [freshness_facts(t, spec.newest_event_column(spec_key(t)))]
+    ]
     silver = {s.table: read_silver(catalog.silver_table(s.table).path, s) for s in spec.silver}
     quality_path = catalog.quality_results.path
     return ReportData(

@@ -210,7 +210,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _spec_key(ref: Table) -> str:
+def spec_key(ref: Table) -> str:
     """How the spec names a table: `bronze`, `quarantine` or the silver table's name."""
     return ref.layer if ref.layer in ("bronze", "quarantine") else ref.name
 
@@ -223,7 +223,7 @@ def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -
     spec = catalog.spec(dataset)
     tables = []
     for ref in catalog.tables(dataset):
-        freshness = freshness_facts(ref, spec.newest_event_column(_spec_key(ref)))
+        freshness = freshness_facts(ref, spec.newest_event_column(spec_key(ref)))
         tables.append(
             {
                 "table": ref.name,

@@ -331,6 +331,14 @@ def test_report_reads_the_home(config: RunoffConfig) -> None:
         "events_action_hourly": (0, distinct),
         "events_action_sliding": (None, None),
     }
+    # Freshness: a windowed silver table's newest event is its last window's end; the bronze
+    # table written here has no event_time column, so it has none.
+    newest = {t.name: t.newest_event for t in data.tables}
+    assert newest["events_action_hourly"] == max(hour_of(t) for t, _ in home.events) + timedelta(
+        hours=1
+    )
+    assert newest["bronze_events"] is None
+    assert all(t.last_commit is not None for t in data.tables if t.version is not None)
     assert list(data.runs["layer"]) == [r.layer for r in home.runs]
     assert list(data.runs["rows"]) == [r.rows for r in home.runs]
     assert list(data.runs["run"]) == list(range(1, len(home.runs) + 1))
