@@ -145,7 +145,7 @@ class Gate:
             batch_parameters={"dataframe": with_derived(frame, self.table)}
         )
         result = batch.validate(
-            suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE}
+            suite, result_format={"result_format": "BASIC", "partial_unexpected_count": SAMPLE}
         )
         checks = []
         for item in result.results:

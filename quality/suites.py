@@ -34,7 +34,6 @@ from great_expectations.expectations.metadata_types import FailureSeverity
 
 from core.errors import ConfigError
 from core.specs import (
-    BRONZE_METADATA_COLUMNS,
     FRESHNESS,
     DatasetSpec,
     SilverSpec,
@@ -241,6 +240,8 @@ def bronze_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
     table = catalog.tables(spec.name).bronze
     renames = dict(spec.rename)
     required = [renames.get(column, column) for column in spec.required]
+    # The columns runoff sets itself (event_date, _source_file, _ingested_at, _batch_id) are not
+    # checked on every batch: they cannot fail but by a bug, which the exact-table tests catch.
     batch: list[Expectation] = [
         not_null("event_time", why="the event time drives windows and partitions."),
         *(
@@ -248,19 +249,6 @@ def bronze_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
             for column in required
             if column != "event_time" and not spec.select
         ),
-        *(
-            not_null(column)
-            for column in BRONZE_METADATA_COLUMNS
-            if column not in ("event_time", "_rescued_data")
-        ),
-        gx.expectations.ExpectColumnPairValuesToBeEqual(
-            column_A="event_date",
-            column_B="event_time_date",
-            ignore_row_if="either_value_is_missing",
-            severity=FailureSeverity.CRITICAL,
-            notes=_notes("critical", "the partition `event_date` is the UTC date of event_time."),
-        ),
-        between("_batch_id", "critical", "micro-batch ids start at 0.", min_value=0),
         *_row_expectations(spec, "bronze"),
     ]
     counts = gx.expectations.ExpectColumnMinToBeBetween(
@@ -304,20 +292,17 @@ def bronze_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
 def quarantine_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
     table = catalog.tables(spec.name).quarantine
     name = table.name
-    batch = SuiteSpec(
-        f"{name}_batch",
-        name,
-        "batch",
-        (
-            not_null("_error", why="a quarantined line says why it was rejected."),
-            not_null("_source_file", why="a quarantined line names its file."),
-            not_null("_ingested_at"),
-            not_null("_batch_id"),
-            not_null("ingest_date"),
-            between("_line_number", "critical", "line numbers start at 1.", min_value=1),
-            *_row_expectations(spec, "quarantine"),
+    # Every column of a quarantine row is set by runoff: only the spec's own expectations are
+    # checked on every batch (no batch suite without them).
+    declared_rows = tuple(_row_expectations(spec, "quarantine"))
+    batch = (
+        SuiteSpec(
+            f"{name}_batch",
+            name,
+            "batch",
+            declared_rows,
+            f"Every micro-batch of malformed `{spec.name}` lines, before it is committed.",
         ),
-        f"Every micro-batch of malformed `{spec.name}` lines, before it is committed.",
     )
     share = SuiteSpec(
         f"{name}_share",
@@ -354,7 +339,11 @@ def quarantine_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
         dataset=spec.name,
         kind="quarantine",
         path=table.path,
-        suites=(batch, share, *_freshness_suites(spec, "quarantine", name)),
+        suites=(
+            *(batch if declared_rows else ()),
+            share,
+            *_freshness_suites(spec, "quarantine", name),
+        ),
         newest_event_column=spec.newest_event_column("quarantine"),
     )
 
