@@ -20,7 +20,6 @@ Delta / Parquet, target <= 1.10).
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import statistics
@@ -30,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.result import metric, write_result
+from benchmarks.result import load_average, metric, write_result
 from delta_tables.arrow import count_rows as count_delta_rows
 
 if TYPE_CHECKING:
@@ -139,10 +138,6 @@ def count_rows(name: str, table: Path) -> int:
     if name == "parquet":
         return int(ds.dataset(str(table), format="parquet", partitioning="hive").count_rows())
     return count_delta_rows(str(table))
-
-
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def measure(

@@ -47,7 +47,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.result import load_average, metric, write_result
+from benchmarks.result import (
+    load_average,
+    metric,
+    runoff_command,
+    runoff_environment,
+    write_result,
+)
 
 DATASET = "events"
 DEFAULT_ROWS = 5_000_000
@@ -63,21 +69,6 @@ WORK = Path(__file__).resolve().parent / "work" / "gate_scale"
 POLL_SECONDS = 1.0
 SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 LAUNCHER = "org.apache.spark.launcher.Main"  # spark-class: java -Xmx128m ... Main SparkSubmit ...
-
-
-def runoff_command() -> list[str]:
-    """The venv's `runoff` script (else `python -m jobs.cli`, the same entry point)."""
-    script = Path(sys.executable).parent / "runoff"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "jobs.cli"]
-
-
-def environment() -> dict[str, str]:
-    """This environment without `RUNOFF_*` settings, plus the Spark master and 1 GB of driver."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNOFF_")}
-    env["RUNOFF_SPARK_MASTER"] = SPARK_MASTER
-    env["RUNOFF_SPARK_CONF"] = SPARK_CONF
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def land_file(landing: Path, rows: int, day: int, name: str) -> dict[str, Any]:
@@ -237,7 +228,12 @@ def bronze(home: Path, label: str, log: Path) -> dict[str, Any]:
     started = time.perf_counter()
     with log.open("w", encoding="utf-8") as out:
         process = subprocess.Popen(
-            command, cwd=WORK, env=environment(), stdout=out, stderr=subprocess.STDOUT, text=True
+            command,
+            cwd=WORK,
+            env=runoff_environment(SPARK_MASTER, SPARK_CONF),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         with JvmWatch(process.pid) as watch:
             returncode = process.wait()

@@ -23,7 +23,6 @@ after each step. Writes `benchmarks/results/layer_latency.json`. Run:
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import subprocess
@@ -33,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks.result import load_average, metric, write_result
+from benchmarks.result import load_average, metric, runoff_command, runoff_environment, write_result
 
 DATASET = "events"
 HISTORY_FILES = 10
@@ -49,26 +48,17 @@ WORK = Path(__file__).resolve().parent / "work" / "layer_latency"
 SPARK_START = "from jobs.spark import get_spark; get_spark()"
 
 
-def runoff_command() -> list[str]:
-    """The venv's `runoff` script (else `python -m jobs.cli`, the same entry point)."""
-    script = Path(sys.executable).parent / "runoff"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "jobs.cli"]
-
-
-def environment() -> dict[str, str]:
-    """This environment without `RUNOFF_*` settings, and a fixed Spark master."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNOFF_")}
-    env["RUNOFF_SPARK_MASTER"] = SPARK_MASTER
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 def timed(command: list[str], label: str) -> dict[str, Any]:
     """Run `command` to completion; its wall time, last output line and the load around it."""
     before = load_average()
     started = time.perf_counter()
     done = subprocess.run(
-        command, cwd=WORK, env=environment(), capture_output=True, text=True, check=False
+        command,
+        cwd=WORK,
+        env=runoff_environment(SPARK_MASTER),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     seconds = time.perf_counter() - started
     if done.returncode != 0:

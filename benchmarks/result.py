@@ -15,6 +15,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
@@ -124,6 +125,24 @@ def load_average() -> list[float]:
     """The machine's load averages over 1, 5 and 15 minutes (record them before and after a
     benchmark in its `params`: other work on the machine inflates every number alike)."""
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def runoff_command() -> list[str]:
+    """The venv's `runoff` script (else `python -m jobs.cli`, the same entry point): benchmarks
+    run each step as its own process, as an Airflow task does."""
+    script = Path(sys.executable).parent / "runoff"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "jobs.cli"]
+
+
+def runoff_environment(spark_master: str, spark_conf: str | None = None) -> dict[str, str]:
+    """This environment without `RUNOFF_*` settings, with a fixed Spark master (and Spark
+    properties, `RUNOFF_SPARK_CONF`) and unbuffered output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNOFF_")}
+    env["RUNOFF_SPARK_MASTER"] = spark_master
+    if spark_conf is not None:
+        env["RUNOFF_SPARK_CONF"] = spark_conf
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
 
 
 def results_dir() -> Path:
