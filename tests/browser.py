@@ -9,14 +9,25 @@ locally.
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
+
+Page = TypeVar("Page", bound="DevTools")
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
 WINDOW = (1280, 2000)
@@ -144,3 +155,95 @@ def assert_not_blank(png: Path, min_colours: int = 8, min_ink: float = 0.02) -> 
         f"screenshot {png} looks blank: {stats.colours} colours, {stats.ink:.1%} non-white"
     )
     return stats
+
+
+# -- a page driven through the Chrome DevTools protocol ------------------------------------------
+class DevTools:
+    """One page of headless Chromium over the DevTools protocol: one call at a time; the events
+    that arrive meanwhile are kept in `events` (domains send them once enabled)."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.last_id = 0
+        self.events: list[dict[str, Any]] = []
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.last_id += 1
+        self.ws.send(json.dumps({"id": self.last_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv(timeout=30))
+            if message.get("id") == self.last_id:
+                if "error" in message:
+                    raise AssertionError(f"{method}: {message['error']}")
+                result: dict[str, Any] = message.get("result", {})
+                return result
+            if "method" in message:
+                self.events.append(message)
+
+    def evaluate(self, expression: str) -> Any:
+        """The value of a JavaScript expression (a promise is awaited)."""
+        result = self.call(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
+        if "exceptionDetails" in result:
+            raise AssertionError(f"{expression[:80]}...: {result['exceptionDetails']}")
+        return result.get("result", {}).get("value")
+
+    def screenshot(self, png: Path) -> Path:
+        shot = self.call("Page.captureScreenshot", format="png")
+        png.write_bytes(base64.b64decode(shot["data"]))
+        return png
+
+
+@contextmanager
+def devtools_page(
+    client: Callable[[Any], Page],
+    *flags: str,
+    window: tuple[int, int] = (1280, 1000),
+    timeout: float = 60.0,
+) -> Iterator[Page]:
+    """Headless Chromium (extra `flags`) on about:blank, its page as `client(websocket)`; the
+    browser's process group is stopped on the way out."""
+    from websockets.sync.client import connect
+
+    with tempfile.TemporaryDirectory(prefix="runoff-chromium-") as profile:
+        process = subprocess.Popen(
+            chromium_command(
+                profile,
+                *flags,
+                f"--window-size={window[0]},{window[1]}",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                "about:blank",
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            # Chromium writes its DevTools port into <profile>/DevToolsActivePort.
+            marker = Path(profile) / "DevToolsActivePort"
+            deadline = time.monotonic() + timeout
+            while not (marker.is_file() and marker.read_text().strip()):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"Chromium wrote no {marker} (exit {process.poll()})")
+                time.sleep(0.2)
+            port = int(marker.read_text().split()[0])
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+                targets = json.loads(r.read())
+            page = next(t for t in targets if t["type"] == "page")
+            with connect(page["webSocketDebuggerUrl"], max_size=None) as ws:
+                yield client(ws)
+        finally:
+            _stop_group(process)
+
+
+def _stop_group(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM the browser's process group (SIGKILL after `timeout`)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=timeout)

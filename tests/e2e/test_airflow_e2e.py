@@ -21,7 +21,6 @@ without an import error.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -45,7 +44,7 @@ import pytest
 from core.config import RunoffConfig
 from dags import standalone
 from tests import expected
-from tests.browser import assert_not_blank, chromium_command
+from tests.browser import DevTools, assert_not_blank, devtools_page
 from tests.dags.receiver import Receiver
 from tests.dags.tables import assert_silver_matches_expected, snapshot_tables, tree_listing
 from tests.dags.user_specs import write_orders
@@ -514,79 +513,19 @@ def browse(
 ) -> str:
     """Open `url` logged in (JWT in the `_token` cookie), wait until the page's text shows every
     string of `expect`, save a screenshot to `png` and return the text."""
-    from websockets.sync.client import connect
-
-    with tempfile.TemporaryDirectory(prefix="runoff-chromium-") as profile:
-        browser = subprocess.Popen(
-            chromium_command(
-                profile,
-                f"--window-size={window[0]},{window[1]}",
-                "--remote-debugging-address=127.0.0.1",
-                "--remote-debugging-port=0",
-                "about:blank",
-            ),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            port = _devtools_port(Path(profile), browser, timeout)
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
-                targets = json.loads(r.read())
-            page = next(t for t in targets if t["type"] == "page")
-            with connect(page["webSocketDebuggerUrl"], max_size=None) as ws:
-                cdp = _Cdp(ws)
-                cdp.call("Network.setCookie", name="_token", value=token, url=url)
-                cdp.call("Page.navigate", url=url)
-                deadline = time.monotonic() + timeout
-                text = ""
-                while time.monotonic() < deadline:
-                    text = cdp.evaluate("document.body ? document.body.innerText : ''")
-                    if all(s in text for s in expect):
-                        break
-                    time.sleep(1)
-                else:
-                    missing = [s for s in expect if s not in text]
-                    raise AssertionError(f"{url} never showed {missing}; page text: {text[:1500]}")
-                time.sleep(1)  # let the last requests paint
-                shot = cdp.call("Page.captureScreenshot", format="png")
-                png.write_bytes(base64.b64decode(shot["data"]))
-                return text
-        finally:
-            _stop_group(browser)
-
-
-def _devtools_port(profile: Path, browser: subprocess.Popen[bytes], timeout: float) -> int:
-    """Chromium writes its DevTools port into <profile>/DevToolsActivePort."""
-    marker = profile / "DevToolsActivePort"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if browser.poll() is not None:
-            raise AssertionError(f"Chromium exited with code {browser.returncode}")
-        if marker.is_file() and marker.read_text().strip():
-            return int(marker.read_text().split()[0])
-        time.sleep(0.2)
-    raise AssertionError(f"Chromium wrote no {marker} within {timeout:.0f} s")
-
-
-class _Cdp:
-    """Minimal Chrome DevTools Protocol client: one call at a time, events ignored."""
-
-    def __init__(self, ws: Any) -> None:
-        self.ws = ws
-        self.last_id = 0
-
-    def call(self, method: str, **params: Any) -> dict[str, Any]:
-        self.last_id += 1
-        self.ws.send(json.dumps({"id": self.last_id, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv(timeout=30))
-            if message.get("id") == self.last_id:
-                if "error" in message:
-                    raise AssertionError(f"{method}: {message['error']}")
-                result: dict[str, Any] = message.get("result", {})
-                return result
-
-    def evaluate(self, expression: str) -> str:
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
-        return str(result.get("result", {}).get("value", ""))
+    with devtools_page(DevTools, window=window, timeout=timeout) as page:
+        page.call("Network.setCookie", name="_token", value=token, url=url)
+        page.call("Page.navigate", url=url)
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = str(page.evaluate("document.body ? document.body.innerText : ''") or "")
+            if all(s in text for s in expect):
+                break
+            time.sleep(1)
+        else:
+            missing = [s for s in expect if s not in text]
+            raise AssertionError(f"{url} never showed {missing}; page text: {text[:1500]}")
+        time.sleep(1)  # let the last requests paint
+        page.screenshot(png)
+        return text

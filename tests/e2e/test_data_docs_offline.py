@@ -9,23 +9,18 @@ such a request. Needs Chromium (`make browser`) and the vendored assets (`make i
 
 from __future__ import annotations
 
-import base64
 import json
-import subprocess
-import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from core.config import RunoffConfig
 from quality.docs import VENDOR_ASSETS
-from tests.browser import assert_not_blank, chromium_command
+from tests.browser import DevTools, assert_not_blank, devtools_page
 from tests.e2e.test_data_docs import _validate_twice
 
 OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND"
@@ -46,34 +41,8 @@ class Load:
         return [u for u in self.urls if not u.startswith(LOCAL_SCHEMES)]
 
 
-class Browser:
-    """One headless Chromium page over the DevTools protocol, recording network events."""
-
-    def __init__(self, ws: Any) -> None:
-        self.ws = ws
-        self.last_id = 0
-        self.events: list[dict[str, Any]] = []
-
-    def call(self, method: str, **params: Any) -> dict[str, Any]:
-        self.last_id += 1
-        self.ws.send(json.dumps({"id": self.last_id, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv(timeout=30))
-            if message.get("id") == self.last_id:
-                if "error" in message:
-                    raise AssertionError(f"{method}: {message['error']}")
-                result: dict[str, Any] = message.get("result", {})
-                return result
-            if "method" in message:
-                self.events.append(message)
-
-    def evaluate(self, expression: str) -> Any:
-        result = self.call(
-            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
-        )
-        if "exceptionDetails" in result:
-            raise AssertionError(f"{expression[:80]}...: {result['exceptionDetails']}")
-        return result.get("result", {}).get("value")
+class Browser(DevTools):
+    """The page of an offline Chromium, with its network events recorded."""
 
     def drain(self, seconds: float) -> None:
         """Collect events for `seconds` (requests a page makes after its load event)."""
@@ -112,54 +81,14 @@ class Browser:
                 load.exceptions.append(str(details.get("exception", {}).get("description")))
         return load
 
-    def screenshot(self, png: Path) -> Path:
-        shot = self.call("Page.captureScreenshot", format="png")
-        png.write_bytes(base64.b64decode(shot["data"]))
-        return png
-
 
 @contextmanager
 def offline_browser(window: tuple[int, int] = (1280, 1000)) -> Iterator[Browser]:
     """Headless Chromium that resolves no host name, its page ready with Network events on."""
-    from websockets.sync.client import connect
-
-    with tempfile.TemporaryDirectory(prefix="runoff-chromium-") as profile:
-        process = subprocess.Popen(
-            chromium_command(
-                profile,
-                OFFLINE,
-                f"--window-size={window[0]},{window[1]}",
-                "--remote-debugging-address=127.0.0.1",
-                "--remote-debugging-port=0",
-                "about:blank",
-            ),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            marker = Path(profile) / "DevToolsActivePort"
-            deadline = time.monotonic() + 60
-            while not (marker.is_file() and marker.read_text().strip()):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"Chromium wrote no {marker} (exit {process.poll()})")
-                time.sleep(0.2)
-            port = int(marker.read_text().split()[0])
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
-                targets = json.loads(r.read())
-            page = next(t for t in targets if t["type"] == "page")
-            with connect(page["webSocketDebuggerUrl"], max_size=None) as ws:
-                browser = Browser(ws)
-                for domain in ("Network", "Page", "Runtime"):
-                    browser.call(f"{domain}.enable")
-                yield browser
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+    with devtools_page(Browser, OFFLINE, window=window) as browser:
+        for domain in ("Network", "Page", "Runtime"):
+            browser.call(f"{domain}.enable")
+        yield browser
 
 
 def assert_local_only(load: Load, page: Path) -> None:
