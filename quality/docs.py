@@ -18,22 +18,38 @@ Every docs build creates new views, and each compiled GX's Jinja templates from 
 second per validate run); the views here share Jinja's file bytecode cache (a private directory
 under the system temp dir), so templates are compiled once per machine. `quality.project`
 configures the site with these views.
+
+Values from the data are text, never markup. GX's Jinja templates do not autoescape (`.j2` is
+not among `select_autoescape`'s extensions) and GX escapes only the string parameters of its
+string templates: an unexpected value, a cell of an unexpected-values table, an observed value or
+a graph's data reach the page as they are, so a landing value `<script>...</script>` would run
+in the reader's browser. `EscapingView` (a base of both views) HTML-escapes every value a page
+prints that is not renderer markup: plain strings and the elements of value lists in content
+blocks, string-template parameters of any type (GX's trusted icon and `<pre>` parameters aside),
+and writes graph specs as JSON whose `<`, `>` and `&` are `\\u` escapes (they sit in a
+`<script>`).
 """
 
 from __future__ import annotations
 
+import html
+import json
 import shutil
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from great_expectations.render.components import RenderedComponentContent
 from great_expectations.render.view import DefaultJinjaIndexPageView, DefaultJinjaPageView
+from great_expectations.render.view.view import DefaultJinjaView
 from jinja2 import (
     BaseLoader,
     BytecodeCache,
     ChoiceLoader,
     FileSystemBytecodeCache,
     FileSystemLoader,
+    pass_context,
 )
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -132,7 +148,75 @@ def _runoff_templates_first(view: DefaultJinjaPageView) -> None:
     view.env.bytecode_cache = bytecode_cache()
 
 
-class CachedPageView(DefaultJinjaPageView):
+def script_json(value: Any) -> str:
+    """`value` as JSON that can sit inside a `<script>` element: `<`, `>` and `&` (which can
+    only occur inside JSON strings) are written as `\\u` escapes, so no value can close the
+    element or open a comment. A string is taken to be JSON already."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _is_content_block(value: Any) -> bool:
+    return isinstance(value, RenderedComponentContent) or (
+        isinstance(value, dict) and "content_block_type" in value
+    )
+
+
+class EscapingView(DefaultJinjaView):
+    """GX's view with every data value HTML-escaped where GX writes it raw (module docstring).
+
+    Renderer markup (the templates, string templates' `template`, styling, the trusted icon and
+    `<pre>` parameters) is left as GX writes it: it carries no data values.
+    """
+
+    @pass_context
+    def render_content_block(
+        self,
+        jinja_context: Any,
+        content_block: Any,
+        index: Any = None,
+        content_block_id: Any = None,
+        render_to_markdown: bool = False,
+    ) -> Any:
+        if not render_to_markdown:
+            if isinstance(content_block, str):
+                return html.escape(content_block)
+            if isinstance(content_block, list):
+                content_block = [
+                    el if _is_content_block(el) else html.escape(str(el)) for el in content_block
+                ]
+            elif isinstance(content_block, dict):
+                kind = content_block.get("content_block_type")
+                if kind is None:
+                    return html.escape(str(content_block))
+                if kind == "graph" and "graph" in content_block:
+                    content_block = {**content_block, "graph": script_json(content_block["graph"])}
+            elif content_block is not None and not isinstance(
+                content_block, RenderedComponentContent
+            ):
+                return html.escape(str(content_block))  # numbers, booleans, dates...
+        return super().render_content_block(
+            jinja_context,
+            content_block,
+            index=index,
+            content_block_id=content_block_id,
+            render_to_markdown=render_to_markdown,
+        )
+
+    def render_string_template(self, template: Any) -> Any:
+        """GX escapes string parameters only: other values (lists, dicts, numbers) are turned
+        into the same text `string.Template` would write, so that GX escapes them too."""
+        if isinstance(template, Mapping) and isinstance(template.get("params"), Mapping):
+            trusted: frozenset[str] = getattr(self, "_TRUSTED_HTML_PARAMS", frozenset())
+            params = {
+                name: value if name in trusted or isinstance(value, str) else str(value)
+                for name, value in template["params"].items()
+            }
+            template = {**template, "params": params}
+        return super().render_string_template(template)
+
+
+class CachedPageView(EscapingView, DefaultJinjaPageView):
     """GX's page view, looking up templates in `quality/templates` first (assets served
     locally); compiled templates come from the bytecode cache."""
 
@@ -146,7 +230,7 @@ class CachedPageView(DefaultJinjaPageView):
         _runoff_templates_first(self)
 
 
-class StaticIndexPageView(DefaultJinjaIndexPageView):
+class StaticIndexPageView(EscapingView, DefaultJinjaIndexPageView):
     """GX's index page view, looking up templates in `quality/templates` first."""
 
     def __init__(
