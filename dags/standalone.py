@@ -172,6 +172,9 @@ def wait_until_ready(
         if process.poll() is not None:
             raise RuntimeError(f"airflow standalone exited with code {process.returncode}")
         password = admin_password(airflow_home)
+        if password is not None:
+            # Airflow writes the file with the umask's mode (often readable by every user).
+            (airflow_home / PASSWORD_FILE).chmod(0o600)
         if api_ready(url) and (password is not None or all_admins == "true"):
             return password
         time.sleep(1)

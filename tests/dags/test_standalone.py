@@ -6,8 +6,13 @@ Starting Airflow itself is covered by tests/e2e/test_airflow_e2e.py.
 from __future__ import annotations
 
 import json
+import stat
+import subprocess
 import sys
 from pathlib import Path
+from typing import cast
+
+import pytest
 
 from dags import standalone
 from tests.conftest import REPO_ROOT
@@ -56,3 +61,25 @@ def test_admin_password_is_read_from_the_generated_file(tmp_path: Path) -> None:
     assert standalone.admin_password(tmp_path) is None
     (tmp_path / standalone.PASSWORD_FILE).write_text(json.dumps({"admin": "s3cret"}))
     assert standalone.admin_password(tmp_path) == "s3cret"
+
+
+def test_the_generated_password_file_is_readable_by_its_owner_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow writes the file with the umask's mode: `make airflow` makes it 0600 as soon as it
+    reads the password."""
+    path = tmp_path / standalone.PASSWORD_FILE
+    path.write_text(json.dumps({"admin": "generated"}))
+    path.chmod(0o644)
+    monkeypatch.setattr(standalone, "api_ready", lambda url: True)
+
+    class Running:
+        returncode = None
+
+        def poll(self) -> None:
+            return None
+
+    env = {"AIRFLOW__API__BASE_URL": "http://127.0.0.1:9", "AIRFLOW_HOME": str(tmp_path)}
+    process = cast("subprocess.Popen[bytes]", Running())
+    assert standalone.wait_until_ready(process, env, timeout=10) == "generated"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -2,6 +2,9 @@
 
 No Docker engine runs in CI, so these tests check the files themselves: the Dockerfile against
 the Makefile and pyproject.toml, the compose file's services, volume, environment and images.
+Compose's `${VAR}`, `${VAR:-default}` and `${VAR:?message}` are resolved here as compose does:
+published ports listen on loopback unless `RUNOFF_BIND` says otherwise, and the secrets come
+from the environment only (compose refuses to start without them).
 """
 
 from __future__ import annotations
@@ -29,6 +32,73 @@ AIRFLOW_SERVICES = (
 )
 SPARK_SERVICES = ("spark-master", "spark-worker")
 MASTER_URL = "spark://spark-master:7077"
+# What `docker/.env` (or the shell) provides: compose's secrets, required from the environment.
+SECRET_VARIABLES = ("RUNOFF_POSTGRES_PASSWORD", "RUNOFF_JWT_SECRET", "RUNOFF_FERNET_KEY")
+SECRETS = {name: f"{name.lower()}0123456789" for name in SECRET_VARIABLES}
+LOOPBACK = {"127.0.0.1", "::1"}
+
+
+class MissingVariable(Exception):
+    """`${NAME:?message}` with NAME unset or empty: compose stops with the message."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"required variable {name} is missing a value: {message}")
+        self.name, self.message = name, message
+
+
+_VARIABLE = re.compile(r"\$\$|\$\{(?P<name>\w+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}|\$(?P<bare>\w+)")
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's variable substitution of one string (`$$` is a literal `$`)."""
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match["name"] or match["bare"]
+        op, arg, current = match["op"] or "", match["arg"] or "", env.get(name)
+        missing = not current if op.startswith(":") else current is None
+        if op.endswith("-"):
+            return arg if missing else str(current)
+        if op.endswith("?"):
+            if missing:
+                raise MissingVariable(name, arg)
+            return str(current)
+        return current or ""
+
+    return _VARIABLE.sub(substitute, value)
+
+
+def resolved(node: Any, env: dict[str, str]) -> Any:
+    """The compose file (or part of it) with every string interpolated from `env`."""
+    if isinstance(node, str):
+        return interpolate(node, env)
+    if isinstance(node, dict):
+        return {key: resolved(value, env) for key, value in node.items()}
+    if isinstance(node, list):
+        return [resolved(value, env) for value in node]
+    return node
+
+
+def published_ports(compose: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(service, host address, host port) of every published port (short and long syntax); a
+    port published without an address listens on every interface (0.0.0.0)."""
+    ports = []
+    for name, service in compose["services"].items():
+        for port in service.get("ports", []):
+            if isinstance(port, dict):
+                address = str(port.get("host_ip", "0.0.0.0"))
+                ports.append((name, address, str(port.get("published", ""))))
+                continue
+            spec = str(port).split("/")[0]
+            if spec.startswith("["):  # [IPv6]:host:container
+                address, _, rest = spec[1:].partition("]:")
+                ports.append((name, address, rest.split(":")[0]))
+                continue
+            parts = spec.split(":")
+            address = parts[0] if len(parts) == 3 else "0.0.0.0"
+            ports.append((name, address, parts[-2] if len(parts) >= 2 else ""))
+    return ports
 
 
 def dockerfile_instructions(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
@@ -229,13 +299,21 @@ def test_one_shared_volume_holds_the_runoff_home(compose: dict[str, Any]) -> Non
 
 
 def test_airflow_environment(compose: dict[str, Any]) -> None:
+    services = resolved(compose, SECRETS)["services"]
+    password = SECRETS["RUNOFF_POSTGRES_PASSWORD"]
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"] == password
     for name in AIRFLOW_SERVICES:
-        env = compose["services"][name]["environment"]
+        env = services[name]["environment"]
         assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/app/dags"
         assert env["AIRFLOW_CONN_SPARK_DEFAULT"] == MASTER_URL
-        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith(
-            "postgresql+psycopg://airflow:airflow@postgres:5432/"
-        )
+        for key in (
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC",
+        ):
+            assert env[key] == f"postgresql+psycopg://airflow:{password}@postgres:5432/airflow"
+        # One JWT secret and one Fernet key for every component (tokens, encrypted connections).
+        assert env["AIRFLOW__API_AUTH__JWT_SECRET"] == SECRETS["RUNOFF_JWT_SECRET"]
+        assert env["AIRFLOW__CORE__FERNET_KEY"] == SECRETS["RUNOFF_FERNET_KEY"]
         assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].startswith(
             "http://airflow-api-server:8080/"
         )
@@ -255,3 +333,53 @@ def test_spark_connection_resolves_to_the_compose_master(
 
     command = hook._build_spark_submit_command("jobs/submit.py")
     assert command[:3] == ["spark-submit", "--master", MASTER_URL]
+
+
+# -- safe defaults ------------------------------------------------------------------------------
+def test_published_ports_listen_on_loopback_unless_configured(compose: dict[str, Any]) -> None:
+    default = published_ports(resolved(compose, SECRETS))
+    assert {(name, port) for name, _, port in default} >= {
+        ("airflow-api-server", "8080"),
+        ("spark-master", "8081"),
+    }
+    assert [p for p in default if p[1] not in LOOPBACK] == []
+    # RUNOFF_BIND publishes every port on the address it names.
+    wide = published_ports(resolved(compose, {**SECRETS, "RUNOFF_BIND": "0.0.0.0"}))
+    assert {address for _, address, _ in wide} == {"0.0.0.0"}
+    assert len(wide) == len(default)
+    for name, service in compose["services"].items():
+        assert service.get("network_mode") != "host", name  # would bypass the published addresses
+
+
+@pytest.mark.parametrize("variable", sorted(SECRETS))
+def test_compose_requires_each_secret_from_the_environment(
+    compose: dict[str, Any], variable: str
+) -> None:
+    for env in ({k: v for k, v in SECRETS.items() if k != variable}, {**SECRETS, variable: ""}):
+        with pytest.raises(MissingVariable) as missing:
+            resolved(compose, env)
+        assert missing.value.name == variable
+        assert f"set {variable} in the environment or docker/.env" in missing.value.message
+
+
+def test_compose_holds_no_secret_default(compose: dict[str, Any]) -> None:
+    """Without the variables nothing resolves to a built-in password, secret or key."""
+    text = COMPOSE.read_text()
+    for variable in SECRETS:
+        references = re.findall(rf"\$\{{{variable}(:?[-?])?[^}}]*\}}", text)
+        assert references, variable
+        assert all(op == ":?" for op in references), (variable, references)
+
+
+def test_airflow_in_compose_requires_a_login(compose: dict[str, Any]) -> None:
+    services = resolved(compose, SECRETS)["services"]
+    for name in AIRFLOW_SERVICES:
+        env = services[name]["environment"]
+        all_admins = str(env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "False"))
+        assert all_admins.lower() != "true", name
+        assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] == "admin:admin"  # user:role
+
+
+def test_secrets_file_stays_out_of_git_and_the_image() -> None:
+    assert ".env" in (DOCKER / ".gitignore").read_text().split()
+    assert "**/.env" in (DOCKER / "Dockerfile.dockerignore").read_text().split()
