@@ -1,8 +1,9 @@
 """`runoff report`: the HTML page, its charts in a real browser, and the numbers behind them.
 
-The home is built with delta-rs directly (silver table, bronze, run ledger, quality results), so
-the expected chart contents are computed here in plain Python from the same rows. Plotted points
-are read back from the SVG: one affine map must take every (window start, value) to its point.
+The home is built with delta-rs directly (silver table, bronze, quarantine, run ledger, quality
+results), so the expected chart contents are computed here in plain Python from the same rows.
+Plotted points are read back from the SVG: one affine map must take every (time, value) to its
+point. The Data Docs links are checked against a home validated by `runoff validate`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from html import unescape
 from pathlib import Path
+from urllib.parse import unquote
 
 import pandas as pd
 import pyarrow as pa
@@ -23,39 +25,48 @@ from deltalake import write_deltalake
 
 from core.config import RunoffConfig
 from core.ledger import RunRecord
+from core.specs import interval_seconds
 from delta_tables.catalog import Catalog
 from delta_tables.ops import append_run
 from jobs.cli import main
-from jobs.report import (
+from jobs.report import write_report
+from jobs.report_charts import (
     LAYER_COLOURS,
+    OPEN_LABEL,
+    PASS_RATE_TITLE,
+    RUN_TITLES,
     SERIES_COLOURS,
-    gate_totals,
-    key_labels,
-    load_report_data,
-    numeric,
-    quality_pass_rate,
-    render_report,
-    report_path,
-    series_by_key,
+    quality_charts,
+    run_charts,
     silver_charts,
-    top_keys,
-    write_report,
 )
+from jobs.report_data import (
+    DATA_DOCS_SITE,
+    gate_totals,
+    load_report_data,
+    quality_pass_rate,
+    report_path,
+)
+from jobs.report_page import render_report
 from quality.history import ResultRow, append_results
 from tests.browser import assert_not_blank, dump_dom, screenshot
+from tests.quality_tables import (
+    action_counts,
+    append,
+    append_bronze,
+    bronze_events,
+    hourly,
+    open_close_events,
+    quarantine_rows,
+)
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
+HOUR = timedelta(hours=1)
 HOURLY_TITLE = "events_action_hourly: count per 1 hour window by action"
 SLIDING_TITLE = (
     "events_action_sliding: count per 10 minutes window (sliding by 5 minutes) by action"
 )
-RUN_TITLES = (
-    "Rows per run",
-    "Seconds per run",
-    "Late and quarantined rows per run",
-    "Quality pass rate per validation run",
-)
-CHART_TITLES = (HOURLY_TITLE, *RUN_TITLES)  # the charts drawn for the events home
+ALL_RUN_TITLES = (*RUN_TITLES, PASS_RATE_TITLE)
 # The silver chart titles of the seed datasets: one per silver table and measure.
 SILVER_TITLES = {
     "events": [HOURLY_TITLE, SLIDING_TITLE],
@@ -73,6 +84,23 @@ SILVER_TITLES = {
     ],
     "lines": ["lines_word_counts: count by word (top 20)"],
 }
+# Run start offsets from START: minutes apart, then hours, then days (a real time axis).
+RUN_OFFSETS = (
+    timedelta(0),
+    timedelta(minutes=1),
+    timedelta(minutes=2),
+    timedelta(hours=5),
+    timedelta(hours=5, minutes=1),
+    timedelta(days=2),
+)
+RUN_LAYERS = ("bronze", "silver", "validate", "bronze", "silver", "validate")
+# Quarantine reasons of the events home, with their row counts.
+REASONS = {
+    "unparseable JSON": 7,
+    "wrong type: time (bigint)": 4,
+    "rule failed: known_action": 4,
+    "<b>missing</b> event time & more": 1,  # escaped on the page
+}
 
 
 @dataclass(frozen=True)
@@ -81,31 +109,50 @@ class EventsHome:
     events: list[tuple[datetime, str]]
     runs: list[RunRecord]
     quality_rows: list[dict[str, object]]
+    errors: list[str]
 
 
 def hour_of(moment: datetime) -> datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
 
 
-def build_events_home(config: RunoffConfig, hours: int = 7, n_events: int = 600) -> EventsHome:
-    """A home as a few runs of the events pipeline leave it, written with delta-rs."""
+def naive(moment: datetime) -> pd.Timestamp:
+    return pd.Timestamp(moment).tz_convert(UTC).tz_localize(None)
+
+
+def watermark(config: RunoffConfig, dataset: str) -> timedelta:
+    """The dataset's watermark delay, from its spec."""
+    return timedelta(seconds=interval_seconds(Catalog.load(config).spec(dataset).watermark))
+
+
+def make_events(n_events: int = 600) -> list[tuple[datetime, str]]:
+    """Events in hours 0-2 and 4-5 (none in hour 3), no Close in hour 5, and the newest event at
+    06:05:00: the watermark (06:05 - 1 hour) has closed neither hour 5 nor hour 6."""
     rng = random.Random(11)
-    events = [
-        (START + timedelta(seconds=rng.randrange(hours * 3600)), rng.choice(["Open", "Close"]))
-        for _ in range(n_events)
-    ]
+    events = []
+    for _ in range(n_events):
+        hour = rng.choice([0, 1, 2, 4, 5])
+        action = "Open" if hour == 5 else rng.choice(["Open", "Close"])
+        events.append((START + timedelta(hours=hour, seconds=rng.randrange(3600)), action))
+    events += [(START + timedelta(hours=6, minutes=m), "Close") for m in (0, 2, 5)]
+    return events
+
+
+def build_events_home(config: RunoffConfig) -> EventsHome:
+    """A home as a few runs of the events pipeline leave it, written with delta-rs."""
+    events = make_events()
     counts = Counter((hour_of(t), action) for t, action in events)
-    hourly = [
-        {"window_start": w, "window_end": w + timedelta(hours=1), "action": a, "count": n}
-        for (w, a), n in sorted(counts.items())
-    ]
-    write_deltalake(str(config.silver_path("events_action_hourly")), pa.Table.from_pylist(hourly))
-    bronze = [{"time": int(t.timestamp()), "action": a} for t, a in events]
-    write_deltalake(str(config.bronze_path("events")), pa.Table.from_pylist(bronze))
+    rows = [hourly_row(w, a, n) for (w, a), n in sorted(counts.items())]
+    append(config.silver_path("events_action_hourly"), action_counts(rows))
+    times = [int(t.timestamp()) for t, _ in events]
+    append_bronze(config.bronze_path("events"), bronze_events(times, [a for _, a in events]))
+    errors = [reason for reason, n in REASONS.items() for _ in range(n)]
+    quarantine = quarantine_rows(len(errors)).set_column(1, "_error", pa.array(errors))
+    append(config.quarantine_path("events"), quarantine)
 
     runs = []
-    for i, layer in enumerate(["bronze", "silver", "validate", "bronze", "silver", "validate"]):
-        record = RunRecord(dataset="events", layer=layer, started_at=START + timedelta(minutes=i))
+    for i, (layer, offset) in enumerate(zip(RUN_LAYERS, RUN_OFFSETS, strict=True)):
+        record = RunRecord(dataset="events", layer=layer, started_at=START + offset)
         record.rows, record.late_rows, record.quarantined = 100 * (i + 1), i, 2 * i
         record.finish("failed" if i == 4 else "success", "boom" if i == 4 else None)
         record.ended_at = record.started_at + timedelta(seconds=2 + i)
@@ -114,7 +161,9 @@ def build_events_home(config: RunoffConfig, hours: int = 7, n_events: int = 600)
     other = RunRecord(dataset="sensors", layer="bronze", started_at=START).finish()
     append_run(config.runs_path, other)
 
-    # Three validate runs of events (the second fails 2 of 5 expectations), one of sensors.
+    # The two validate runs of the ledger (the first fails 2 of 5 expectations), one more that
+    # the ledger does not have, and one of sensors.
+    validate = [r.run_id for r in runs if r.layer == "validate"]
     results = [
         ResultRow(
             run_id=run_id,
@@ -125,53 +174,85 @@ def build_events_home(config: RunoffConfig, hours: int = 7, n_events: int = 600)
             suite=f"bronze_{dataset}",
             expectation=f"expect_{j}",
             severity="critical" if j == 0 else "warning",
-            success=not (run_id == "v1" and j < 2),
+            success=not (run_id == validate[0] and j < 2),
             observed="",
             from_version=None,
             to_version=k,
             full=True,
             rows=100,
-            table_passed=run_id != "v1",
-            validated_at=START + timedelta(hours=k),
+            table_passed=run_id != validate[0],
+            validated_at=START + timedelta(days=3, hours=k),
         )
         for k, (run_id, dataset) in enumerate(
-            [("v0", "events"), ("v1", "events"), ("s0", "sensors"), ("v2", "events")]
+            [(validate[0], "events"), (validate[1], "events"), ("s0", "sensors"), ("v9", "events")]
         )
         for j in range(5)
     ]
     append_results(config.quality_dir / "results", results)
     quality_rows: list[dict[str, object]] = [asdict(r) for r in results]
-    return EventsHome(config, events, runs, quality_rows)
+    return EventsHome(config, events, runs, quality_rows, errors)
 
 
+def hourly_row(start: datetime, action: str, n: int) -> tuple[datetime, datetime, str, int]:
+    return (start, start + HOUR, action, n)
+
+
+# -- reading the SVG ------------------------------------------------------------------------------
 def chart_svgs(dom: str) -> dict[str, str]:
     """Each inline chart of the page by its `data-chart` name."""
     pattern = r'<svg class="chart" data-chart="([^"]+)".*?</svg>'
     return {m.group(1): m.group(0) for m in re.finditer(pattern, dom, re.S)}
 
 
-def line_points(svg: str) -> dict[str, list[tuple[float, float]]]:
-    """Plotted lines (clipped to the axes, 1.6 wide) -> their points (SVG units), by stroke
-    colour, in drawing order."""
+def group(svg: str, gid: str) -> str:
+    """The SVG group of artist `gid` (its id on the page is `<chart>-<gid>`), nested groups
+    included; "" when there is none."""
+    (chart,) = re.findall(r'data-chart="([^"]+)"', svg)[:1]
+    start = svg.find(f'<g id="{chart}-{gid}">')
+    if start < 0:
+        return ""
+    depth, position = 0, start
+    for tag in re.finditer(r"<g\b|</g>", svg[start:]):
+        depth += 1 if tag.group(0) == "<g" else -1
+        if depth == 0:
+            position = start + tag.end()
+            break
+    return svg[start:position]
+
+
+def path_segments(svg: str, gid: str) -> list[list[tuple[float, float]]]:
+    """The first path of group `gid` as its segments (a move starts one), in drawing order."""
+    (d,) = re.findall(r'<path d="([^"]+)"', group(svg, gid))[:1]
+    segments: list[list[tuple[float, float]]] = []
+    for command, x, y in re.findall(r"([ML]) (\S+) (\S+)", d):
+        if command == "M":
+            segments.append([])
+        segments[-1].append((float(x), float(y)))
+    return segments
+
+
+def markers(svg: str, gid: str) -> list[tuple[float, float, str]]:
+    """The markers of group `gid`: x, y and fill colour."""
     found = re.findall(
-        r'<path d="([^"]+)" clip-path="[^"]+" style="fill: none; stroke: (#[0-9a-f]{6}); '
-        r"stroke-width: 1.6",
-        svg,
+        r'<use xlink:href="[^"]+" x="(\S+)" y="(\S+)" style="fill: (#\w+)', group(svg, gid)
     )
-    return {
-        colour: [(float(x), float(y)) for x, y in re.findall(r"[ML] (\S+) (\S+)", d)]
-        for d, colour in found
-    }
+    return [(float(x), float(y), fill) for x, y, fill in found]
 
 
-def data_lines(svg: str) -> dict[str, int]:
-    """Plotted lines -> number of points, by stroke colour."""
-    return {colour: len(points) for colour, points in line_points(svg).items()}
+def stems(svg: str, gid: str) -> list[tuple[float, float, float, str]]:
+    """The vertical lines of group `gid`: x, y of the base, y of the top, colour."""
+    found = re.findall(
+        r'<path d="M (\S+) (\S+) \nL (\S+) (\S+) \n" clip-path="[^"]+" style="fill: none; '
+        r"stroke: (#\w+)",
+        group(svg, gid),
+    )
+    assert all(x0 == x1 for x0, _, x1, _, _ in found)
+    return [(float(x0), float(y0), float(y1), colour) for x0, y0, _, y1, colour in found]
 
 
 def texts(svg: str) -> list[str]:
-    """The chart's texts in drawing order (ticks, axis labels, title, legend, bar labels)."""
-    return re.findall(r">([^<]+)</text>", svg)
+    """The chart's texts in drawing order (ticks, axis labels, title, legend, labels)."""
+    return [unescape(t) for t in re.findall(r">([^<]+)</text>", svg)]
 
 
 def plot_area(svg: str) -> tuple[float, float, float, float]:
@@ -185,30 +266,54 @@ def plot_area(svg: str) -> tuple[float, float, float, float]:
     return left, top, width, height
 
 
-def affine_slope(pairs: list[tuple[float, float]]) -> float:
+def affine_map(pairs: list[tuple[float, float]]) -> tuple[float, float]:
     """Asserts one affine map takes every value to its coordinate ((value, coordinate) pairs);
-    returns its slope."""
+    returns it: (slope, coordinate of value 0)."""
     low, high = min(pairs), max(pairs)
     assert high[0] > low[0], "need two distinct values to fix the map"
     slope = (high[1] - low[1]) / (high[0] - low[0])
     for value, coordinate in pairs:
-        assert coordinate == pytest.approx(low[1] + slope * (value - low[0]), abs=1e-3)
-    return slope
+        assert coordinate == pytest.approx(low[1] + slope * (value - low[0]), abs=2e-3)
+    return slope, low[1] - slope * low[0]
+
+
+def affine_slope(pairs: list[tuple[float, float]]) -> float:
+    return affine_map(pairs)[0]
+
+
+def time_span(svg: str, xs: list[tuple[float, float]]) -> tuple[float, float]:
+    """The times (epoch seconds) at the left and right edges of the plot, from the affine map
+    that `xs` ((time, x) pairs) must follow."""
+    slope, offset = affine_map(xs)
+    assert slope > 0  # later to the right
+    left, _, width, _ = plot_area(svg)
+    return (left - offset) / slope, (left + width - offset) / slope
+
+
+def runs_of_hours(hours: list[int]) -> list[list[int]]:
+    """Consecutive hours grouped: [0, 1, 2, 4] -> [[0, 1, 2], [4]]."""
+    out: list[list[int]] = []
+    for hour in sorted(hours):
+        if out and out[-1][-1] == hour - 1:
+            out[-1].append(hour)
+        else:
+            out.append([hour])
+    return out
 
 
 def assert_lines(svg: str, expected: dict[str, list[tuple[datetime, float]]]) -> None:
-    """The chart draws exactly `expected` (label -> (window start, value) oldest first): one line
-    per label in label order, coloured in turn and named so in the legend, every point where the
-    axes' one time and value scale put it, inside the plot area."""
+    """The chart draws exactly `expected` (label -> (window start, value) oldest first) and no
+    window is open: one line per label in label order, coloured in turn and named so in the
+    legend, every point where the axes' one time and value scale put it, inside the plot."""
     labels = sorted(expected)
     assert texts(svg)[-len(labels) :] == labels
-    lines = line_points(svg)
-    assert list(lines) == list(SERIES_COLOURS[: len(labels)])
     xs: list[tuple[float, float]] = []
     ys: list[tuple[float, float]] = []
-    for label, colour in zip(labels, SERIES_COLOURS, strict=False):
-        assert len(lines[colour]) == len(expected[label]), label
-        for (start, value), (x, y) in zip(expected[label], lines[colour], strict=True):
+    for i, label in enumerate(labels):
+        assert f'style="fill: none; stroke: {SERIES_COLOURS[i]}' in group(svg, f"line-{i}")
+        points = [p for segment in path_segments(svg, f"line-{i}") for p in segment]
+        assert len(points) == len(expected[label]), label
+        for (start, value), (x, y) in zip(expected[label], points, strict=True):
             xs.append((start.timestamp(), x))
             ys.append((value, y))
     assert affine_slope(xs) > 0  # later windows to the right
@@ -216,105 +321,13 @@ def assert_lines(svg: str, expected: dict[str, list[tuple[datetime, float]]]) ->
     left, top, width, height = plot_area(svg)
     assert all(left - 1e-3 <= x <= left + width + 1e-3 for _, x in xs)
     assert all(top - 1e-3 <= y <= top + height + 1e-3 for _, y in ys)
+    assert "open-0" not in svg
 
 
-def bars(svg: str, colours: list[str]) -> int:
-    """Bars (clipped filled paths) drawn in any of `colours`; "hatched" counts hatched bars."""
-    pattern = r'<path d="[^"]+" clip-path="[^"]+" style="fill: (#[0-9a-f]{6}|url\(#[^)]+\))'
-    fills = ["hatched" if f.startswith("url(") else f for f in re.findall(pattern, svg)]
-    return sum(1 for fill in fills if fill in colours)
-
-
-# -- pure shaping, checked against independent computations -------------------------------------
-def test_series_by_key_sums_per_time_and_key() -> None:
-    rows = [
-        {"window_start": START, "action": "Open", "count": 3},
-        {"window_start": START, "action": "Open", "count": 2},
-        {"window_start": START + timedelta(hours=1), "action": "Close", "count": 4},
-        {"window_start": START + timedelta(hours=2), "action": "Open", "count": None},
-    ]
-    pivot = series_by_key(pd.DataFrame(rows), "window_start", "action", "count")
-
-    assert list(pivot.columns) == ["Close", "Open"]
-    # A key without a row, or with a null value, at some time is a gap in its line, not a zero.
-    gaps = {"Close": [True, False, True], "Open": [False, True, True]}
-    assert pivot.isna().to_dict("list") == gaps
-    assert pivot.fillna(-1).to_dict("list") == {"Close": [-1, 4, -1], "Open": [5, -1, -1]}
-    assert [t.hour for t in pivot.index] == [0, 1, 2]
-
-
-def test_key_labels_name_every_key() -> None:
-    frame = pd.DataFrame({"User": ["a", None, "b"], "gt": ["walk", "sit", None]})
-
-    assert list(key_labels(frame, ["User", "gt"], "count")) == [
-        "User=a, gt=walk",
-        "User=null, gt=sit",
-        "User=b, gt=null",
-    ]
-    assert list(key_labels(frame, [], "count")) == ["count"] * 3
-
-
-def test_top_keys_orders_by_total_then_label() -> None:
-    rng = random.Random(3)
-    rows = [
-        (rng.choice("abcdefghijklmnopqrstuvwxyz") * rng.randint(1, 3), rng.randint(0, 9))
-        for _ in range(400)
-    ]
-    totals: dict[str, int] = defaultdict(int)
-    for label, value in rows:
-        totals[label] += value
-
-    got = top_keys(pd.Series([r[0] for r in rows]), pd.Series([r[1] for r in rows]), 20)
-
-    expected = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:20]
-    assert list(zip(got.index, got, strict=True)) == expected
-
-
-def test_numeric_takes_numbers_only() -> None:
-    decimals = numeric(pd.Series([Decimal("1.5"), None], dtype=object))
-
-    ints = numeric(pd.Series([3, 4]))
-
-    assert decimals is not None and decimals[0] == 1.5 and math.isnan(decimals[1])
-    assert ints is not None and ints.dtype == "float64" and list(ints) == [3.0, 4.0]
-    assert numeric(pd.Series(["3", "x"])) is None
-    assert numeric(pd.Series(pd.to_datetime(["2024-01-01"]))) is None
-
-
-def test_quality_pass_rate_per_run_from_expectation_rows(config: RunoffConfig) -> None:
-    home = build_events_home(config)
-    frame = pd.DataFrame(home.quality_rows)
-
-    rates = quality_pass_rate(frame, "events")
-
-    mine = [r for r in home.quality_rows if r["dataset"] == "events"]
-    expected = {
-        run: sum(1 for r in mine if r["run_id"] == run and r["success"])
-        / sum(1 for r in mine if r["run_id"] == run)
-        for run in dict.fromkeys(str(r["run_id"]) for r in mine)
-    }
-    assert list(rates["run_id"]) == ["v0", "v1", "v2"]
-    assert dict(zip(rates["run_id"], rates["pass_rate"], strict=True)) == expected
-
-
-def test_quality_pass_rate_from_validation_statistics() -> None:
-    frame = pd.DataFrame(
-        {
-            "run_id": ["b", "a", "b"],
-            "evaluated_expectations": [4, 5, 6],
-            "successful_expectations": [4, 5, 3],
-        }
-    )
-
-    rates = quality_pass_rate(frame, "events")
-
-    assert list(rates["run_id"]) == ["b", "a"]
-    assert list(rates["pass_rate"]) == [7 / 10, 1.0]
-
-
-def test_quality_pass_rate_names_missing_columns() -> None:
-    with pytest.raises(ValueError, match="quality results have no run_id column"):
-        quality_pass_rate(pd.DataFrame({"success": [True]}), "events")
+def link_targets(page: str, report: Path) -> list[tuple[str, Path]]:
+    """Every link of the page: its text and the file it points at."""
+    found = re.findall(r'<a href="([^"]+)"[^>]*>([^<]+)</a>', page)
+    return [(unescape(text), (report.parent / unquote(href)).resolve()) for href, text in found]
 
 
 # -- the page -----------------------------------------------------------------------------------
@@ -327,25 +340,34 @@ def test_report_reads_the_home(config: RunoffConfig) -> None:
     distinct = len(Counter((hour_of(t), a) for t, a in home.events))
     assert tables == {
         "bronze_events": (0, len(home.events)),
-        "quarantine_events": (None, None),
+        "quarantine_events": (0, len(home.errors)),
         "events_action_hourly": (0, distinct),
         "events_action_sliding": (None, None),
     }
-    # Freshness: a windowed silver table's newest event is its last window's end; the bronze
-    # table written here has no event_time column, so it has none.
+    # Freshness: bronze's newest event (the watermark's base), a windowed silver table's last
+    # window end.
     newest = {t.name: t.newest_event for t in data.tables}
-    assert newest["events_action_hourly"] == max(hour_of(t) for t, _ in home.events) + timedelta(
-        hours=1
-    )
-    assert newest["bronze_events"] is None
+    assert newest["bronze_events"] == data.newest_event == max(t for t, _ in home.events)
+    assert newest["events_action_hourly"] == max(hour_of(t) for t, _ in home.events) + HOUR
     assert all(t.last_commit is not None for t in data.tables if t.version is not None)
     assert list(data.runs["layer"]) == [r.layer for r in home.runs]
     assert list(data.runs["rows"]) == [r.rows for r in home.runs]
-    assert list(data.runs["run"]) == list(range(1, len(home.runs) + 1))
+    assert list(data.runs["started_at"]) == [naive(r.started_at) for r in home.runs]
     # Only the columns the charts need (the table also has window_end).
-    hourly = data.silver["events_action_hourly"]
-    assert hourly is not None and list(hourly.columns) == ["window_start", "action", "count"]
+    hourly_frame = data.silver["events_action_hourly"]
+    assert hourly_frame is not None
+    assert list(hourly_frame.columns) == ["window_start", "action", "count"]
     assert data.silver["events_action_sliding"] is None
+    # The quarantine's reasons, counted from its rows.
+    assert data.quarantine is not None
+    counts = Counter(home.errors)
+    assert dict(zip(data.quarantine["reason"], data.quarantine["rows"], strict=True)) == counts
+    assert list(data.quarantine["reason"]) == sorted(counts, key=lambda r: (-counts[r], r))
+    assert data.docs_index is None and data.docs_pages == {}  # never validated by GX
+    page = render_report(data)
+    for t in data.tables:  # freshness is on the page
+        if t.newest_event is not None:
+            assert f'<td class="time">{t.newest_event:%Y-%m-%d %H:%M:%S}</td>' in page
 
 
 def test_silver_charts_follow_the_spec(config: RunoffConfig) -> None:
@@ -359,30 +381,101 @@ def test_silver_charts_follow_the_spec(config: RunoffConfig) -> None:
 
         assert [c.title for c in charts] == titles
         assert len(charts) == sum(len(s.measures) for s in catalog.spec(dataset).silver)
-        assert [c.note for c in charts] == [
-            f"No data yet: silver table {t.split(':')[0]} does not exist "
-            f"(run `runoff run {dataset}`)."
+        assert [c.notes for c in charts] == [
+            (
+                f"No data yet: silver table {t.split(':')[0]} does not exist "
+                f"(run `runoff run {dataset}`).",
+            )
             for t in titles
         ]
-        assert render_report(data).count("<figure ") == len(titles) + len(RUN_TITLES)
+        assert render_report(data).count("<figure ") == len(titles) + len(ALL_RUN_TITLES)
 
 
-def test_windowed_chart_plots_the_rows(config: RunoffConfig) -> None:
+def test_windowed_chart_breaks_at_gaps_and_marks_open_windows(config: RunoffConfig) -> None:
     home = build_events_home(config)
+    data = load_report_data(config, "events")
 
-    page = render_report(load_report_data(config, "events"))
+    chart = silver_charts(data)[0]
+    page = render_report(data)
 
+    counts = Counter((hour_of(t), a) for t, a in home.events)
+    hours = {a: sorted((w - START) // HOUR for w, b in counts if b == a) for a in ("Close", "Open")}
+    assert hours == {"Close": [0, 1, 2, 4, 6], "Open": [0, 1, 2, 4, 5]}
+    # Open: the windows whose end is after the newest event minus the watermark, exactly.
+    mark = max(t for t, _ in home.events) - watermark(config, "events")
+    present = sorted({w for w, _ in counts})
+    open_hours = [(w - START) // HOUR for w in present if w + HOUR > mark]
+    assert open_hours == [5, 6]
+    # The plotted data: the missing hour 3 is a NaN row (the window grid), and so is Close's 5.
+    plotted = chart.data
+    assert list(plotted.columns) == ["action=Close", "action=Open"]
+    assert list(plotted.index) == [naive(START + h * HOUR) for h in range(7)]
+    assert plotted.isna().to_dict("list") == {
+        "action=Close": [h not in hours["Close"] for h in range(7)],
+        "action=Open": [h not in hours["Open"] for h in range(7)],
+    }
     svg = chart_svgs(page)["silver0"]
-    expected: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
-    for (hour, action), n in sorted(Counter((hour_of(t), a) for t, a in home.events).items()):
-        expected[f"action={action}"].append((hour, n))
-    assert texts(svg)[-3] == HOURLY_TITLE
-    assert_lines(svg, expected)
+    xs: list[tuple[float, float]] = []
+    ys: list[tuple[float, float]] = []
+    for i, action in enumerate(("Close", "Open")):
+        # One line per run of consecutive windows: hour 3 breaks both lines, hour 5 Close's.
+        segments = path_segments(svg, f"line-{i}")
+        assert [len(s) for s in segments] == [len(r) for r in runs_of_hours(hours[action])]
+        points = [p for s in segments for p in s]
+        xs += [
+            ((START + h * HOUR).timestamp(), x)
+            for h, (x, _) in zip(hours[action], points, strict=True)
+        ]
+        ys += [
+            (counts[START + h * HOUR, action], y)
+            for h, (_, y) in zip(hours[action], points, strict=True)
+        ]
+        # The open windows: large hollow markers on the line's points.
+        hollow = markers(svg, f"open-{i}")
+        shown_open = [h for h in hours[action] if h in open_hours]
+        assert [fill for _, _, fill in hollow] == ["#ffffff"] * len(shown_open)
+        assert [(x, y) for x, y, _ in hollow] == [
+            points[hours[action].index(h)] for h in shown_open
+        ]
+    assert affine_slope(xs) > 0 and affine_slope(ys) < 0  # one time and one value scale
+    # Open is named in the legend and the caption.
+    assert texts(svg)[-3:] == ["action=Close", "action=Open", OPEN_LABEL]
+    assert chart.notes == (
+        "Hollow markers: the open windows 2024-01-01 05:00-06:00, 2024-01-01 06:00-07:00 "
+        "(ending after the watermark: newest bronze_events event 2024-01-01 06:05:00 minus the "
+        "watermark delay 1 hour = 2024-01-01 05:05:00); later rows can still change them.",
+    )
+    assert chart.notes[0] in page
     # The sliding table was never written: a note takes the place of its chart.
     note = (
         "No data yet: silver table events_action_sliding does not exist (run `runoff run events`)."
     )
-    assert f'<h3>{SLIDING_TITLE}</h3><p class="note">{note}</p>' in page
+    assert f'<h3>{SLIDING_TITLE}</h3>\n<p class="note">{note}</p>' in page
+
+
+def test_sliding_windows_open_by_the_watermark(config: RunoffConfig) -> None:
+    """10-minute windows sliding by 5 minutes: every window ending after the watermark is open
+    (more than the last one), and a missing slide slot breaks the line."""
+    ten, five = timedelta(minutes=10), timedelta(minutes=5)
+    starts = [START + k * five for k in range(20) if k != 3]  # slot 3 missing
+    rows = [(s, s + ten, "Open", 1 + k) for k, s in enumerate(starts)]
+    append(config.silver_path("events_action_sliding"), action_counts(rows))
+    newest = START + timedelta(minutes=97, seconds=30)
+    append_bronze(config.bronze_path("events"), bronze_events([int(newest.timestamp())], ["Open"]))
+
+    data = load_report_data(config, "events")
+    chart = silver_charts(data)[1]
+
+    open_starts = [s for s in starts if s + ten > newest - watermark(config, "events")]
+    assert len(open_starts) == 14
+    svg = chart.svg or ""
+    assert [len(s) for s in path_segments(svg, "line-0")] == [3, len(starts) - 3]
+    assert len(markers(svg, "open-0")) == len(open_starts)
+    assert chart.data.loc[naive(START + 3 * five)].isna().all()
+    first, last = f"{open_starts[0]:%Y-%m-%d %H:%M}", f"{open_starts[-1]:%Y-%m-%d %H:%M}"
+    assert chart.notes[0].startswith(
+        f"Hollow markers: the 14 open windows starting {first} to {last} ("
+    )
 
 
 def write_activity_minutes(config: RunoffConfig) -> list[dict[str, object]]:
@@ -412,6 +505,7 @@ def write_activity_minutes(config: RunoffConfig) -> list[dict[str, object]]:
 
 
 def test_many_key_combinations_draw_the_largest_eight(config: RunoffConfig) -> None:
+    """Without bronze there is no watermark: no window is marked open."""
     rows = write_activity_minutes(config)
 
     data = load_report_data(config, "activity")
@@ -431,8 +525,12 @@ def test_many_key_combinations_draw_the_largest_eight(config: RunoffConfig) -> N
             f"Shown: the 8 of {len(points)} key combinations with the largest total {measure}; "
             f"{len(points) - 8} left out."
         )
-        assert charts[i].note == note
-        assert f'<figcaption class="note">{note}</figcaption>' in page
+        unknown = (
+            "Open windows not marked: bronze_activity has no newest event time, so the "
+            "watermark is unknown."
+        )
+        assert charts[i].notes == (note, unknown)
+        assert f'<figcaption class="note"><span>{note}</span><span>{unknown}</span>' in page
     assert len(points) == 16
 
 
@@ -461,10 +559,180 @@ def test_running_totals_draw_the_top_twenty(config: RunoffConfig) -> None:
         (float(n), float(x1)) for (_, n), (_, x1) in zip(reversed(top), bars_drawn, strict=True)
     ]
     assert affine_slope(ends) > 0  # bar lengths proportional to the counts, from 0
-    assert chart.note == (
+    assert chart.notes == (
         f"Shown: the 20 of {len(rows)} key combinations with the largest total count; "
-        f"{len(rows) - 20} left out."
+        f"{len(rows) - 20} left out.",
     )
+
+
+def test_run_history_is_plotted_against_start_times(config: RunoffConfig) -> None:
+    home = build_events_home(config)
+    data = load_report_data(config, "events")
+
+    charts = run_charts(data)
+    (quality,) = quality_charts(data)
+
+    starts = [naive(r.started_at) for r in home.runs]
+    assert [c.title for c in charts] == list(RUN_TITLES)
+    for chart in charts:
+        assert list(chart.data.index) == starts
+    assert list(charts[0].data["rows"]) == [r.rows for r in home.runs]
+    assert list(charts[1].data["seconds"]) == [r.seconds for r in home.runs]
+    # The SVG: one point per run, x = its start time on one time scale per chart (runs minutes
+    # apart are close, days apart far apart), y = its value, on a stem from 0 (taller stems
+    # first: none hides a shorter one); the same time range on all four charts.
+    spans = []
+    for chart, series in (
+        (charts[0], [(f"points-{r.layer}", r, r.rows) for r in home.runs]),
+        (charts[1], [(f"points-{r.layer}", r, r.seconds) for r in home.runs]),
+        (
+            charts[2],
+            [("late", r, r.late_rows) for r in home.runs]
+            + [("quarantined", r, r.quarantined) for r in home.runs],
+        ),
+    ):
+        svg = chart.svg or ""
+        by_gid: dict[str, list[tuple[RunRecord, float]]] = defaultdict(list)
+        for gid, run, value in series:
+            by_gid[gid].append((run, value))
+        xs, ys, tops = [], [], []
+        for gid, expected in by_gid.items():
+            drawn = markers(svg, gid)
+            assert len(drawn) == len(expected), gid
+            for (run, value), (x, y, _) in zip(expected, drawn, strict=True):
+                xs.append((run.started_at.timestamp(), x))
+                ys.append((value, y))
+                tops.append((round(x, 3), round(y, 3)))
+        spans.append(time_span(svg, xs))
+        drawn_stems = stems(svg, "stems")
+        assert Counter((round(x, 3), round(y1, 3)) for x, _, y1, _ in drawn_stems) == Counter(tops)
+        assert affine_map([*ys, *((0, y0) for _, y0, _, _ in drawn_stems)])[0] < 0
+        heights = [y0 - y1 for _, y0, y1, _ in drawn_stems]
+        assert heights == sorted(heights, reverse=True)
+    colours = [c for *_, c in stems(charts[0].svg or "", "stems")]
+    assert Counter(colours) == Counter(LAYER_COLOURS[r.layer] for r in home.runs)
+    failed = markers(charts[0].svg or "", "failed")
+    assert len(failed) == sum(r.status == "failed" for r in home.runs) == 1
+    # The pass rate per validate run, at the run's start (the ledger's; the history's time for
+    # a run the ledger does not have).
+    validate = [r for r in home.runs if r.layer == "validate"]
+    mine = [r for r in home.quality_rows if r["dataset"] == "events"]
+    run_ids = [r.run_id for r in validate] + ["v9"]
+    expected = [
+        sum(bool(r["success"]) for r in mine if r["run_id"] == run)
+        / sum(1 for r in mine if r["run_id"] == run)
+        for run in run_ids
+    ]
+    v9_at = min(r["validated_at"] for r in mine if r["run_id"] == "v9")
+    times = [r.started_at for r in validate] + [v9_at]
+    assert list(quality.data.index) == [naive(t) for t in times]  # type: ignore[arg-type]
+    assert list(quality.data) == expected == [0.6, 1.0, 1.0]
+    svg = quality.svg or ""
+    points = [p for s in path_segments(svg, "pass-rate") for p in s]
+    xs = [(t.timestamp(), x) for t, (x, _) in zip(times, points, strict=True)]  # type: ignore[attr-defined]
+    spans.append(time_span(svg, xs))
+    ys = [(100 * rate, y) for rate, (_, y) in zip(expected, points, strict=True)]
+    assert affine_map(ys)[0] < 0
+    assert re.findall(r">(\d+%)</text>", svg) == ["60%", "100%", "100%"]
+    assert len(markers(svg, "below")) == 1 and len(markers(svg, "passed")) == 2
+    # Every run (and the history-only validation v9) inside one range shared by the charts.
+    low, high = spans[0]
+    assert all(s == (pytest.approx(low, abs=1), pytest.approx(high, abs=1)) for s in spans)
+    assert low < START.timestamp() and high > max(t.timestamp() for t in times)  # type: ignore[attr-defined]
+
+
+def test_quality_pass_rate_per_validation(config: RunoffConfig) -> None:
+    home = build_events_home(config)
+    frame = pd.DataFrame(home.quality_rows)
+
+    rates = quality_pass_rate(frame, "events")
+
+    mine = [r for r in home.quality_rows if r["dataset"] == "events"]
+    expected = {
+        run: sum(1 for r in mine if r["run_id"] == run and r["success"])
+        / sum(1 for r in mine if r["run_id"] == run)
+        for run in dict.fromkeys(str(r["run_id"]) for r in mine)
+    }
+    assert list(rates["run_id"]) == list(expected)
+    assert dict(zip(rates["run_id"], rates["pass_rate"], strict=True)) == expected
+
+
+def test_quarantine_reasons_are_counted_and_escaped(config: RunoffConfig) -> None:
+    home = build_events_home(config)
+
+    page = render_report(load_report_data(config, "events"))
+
+    table = page[page.index('<table class="reasons">') :]
+    table = table[: table.index("</table>")]
+    found = re.findall(
+        r'<tr><td>([^<]*)</td><td class="num">([\d,]+)</td><td class="num">([\d.]+) %</td>',
+        table,
+    )
+    counts = Counter(home.errors)
+    ranked = sorted(counts, key=lambda r: (-counts[r], r))
+    total = len(home.errors)
+    assert [(unescape(r), int(n), float(s)) for r, n, s in found] == [
+        (r, counts[r], round(100 * counts[r] / total, 1)) for r in ranked
+    ]
+    assert "&lt;b&gt;missing&lt;/b&gt; event time &amp; more" in table  # autoescaped
+    assert "<b>" not in page
+    assert f'<th class="num">{total}</th>' in table
+
+
+def validated_home(config: RunoffConfig) -> tuple[list[str], list[dict[str, object]]]:
+    """A home validated twice by `runoff validate` (the second run fails its quarantine share):
+    the run ids and the history rows."""
+    from quality.history import read_results
+    from quality.runner import validate_dataset
+
+    start = 1_709_251_200  # 2024-03-01T00:00:00Z
+    append_bronze(config.bronze_path("events"), open_close_events(start, 3))
+    append(
+        config.silver_path("events_action_hourly"),
+        action_counts([hourly(0, "Open", 3), hourly(0, "Close", 3)]),
+    )
+    first = validate_dataset(config, "events")
+    append_bronze(config.bronze_path("events"), open_close_events(start + 3600, 1, batch_id=1))
+    append(config.quarantine_path("events"), quarantine_rows(5, batch_id=1))
+    second = validate_dataset(config, "events")
+    assert first.passed and not second.passed
+    history = read_results(config.quality_dir / "results", "events")
+    return [first.run_id, second.run_id], history
+
+
+def test_each_validate_run_links_its_data_docs_pages(config: RunoffConfig) -> None:
+    from quality.project import data_docs_index
+
+    run_ids, history = validated_home(config)
+    report = write_report(config, "events")
+    page = report.read_text(encoding="utf-8")
+
+    index = data_docs_index(config.quality_dir)
+    assert index == config.quality_dir / DATA_DOCS_SITE / "index.html"
+    site = index.parent
+    links = link_targets(page, report)
+    assert ("index of every validation", index.resolve()) in links
+    for table in ('<table class="runs">', '<table class="validations">'):
+        rows = page[page.index(table) :]
+        rows = rows[: rows.index("</table>")]
+        for run_id in run_ids:
+            (row,) = [r for r in rows.split("<tr>") if f"<code>{run_id[:8]}</code>" in r]
+            targets = link_targets(row, report)
+            suites = {str(r["suite"]) for r in history if r["run_id"] == run_id and r["suite"]}
+            failed = {
+                str(r["suite"]) for r in history if r["run_id"] == run_id and not r["success"]
+            }
+            # One page per suite the run validated, the run's own (its GX run name), existing.
+            assert sorted(text for text, _ in targets) == sorted(suites)
+            for suite, target in targets:
+                assert target.is_file()
+                relative = target.relative_to(site.resolve()).parts
+                assert relative[:3] == ("validations", suite, f"events-{run_id[:8]}")
+                assert target.suffix == ".html"
+            assert {s for s in suites if f'class="failed">{s}</a>' in row} == failed
+    assert failed  # the second run failed a suite
+    hrefs = re.findall(r'<a href="([^"]+)"', page)
+    assert hrefs and all(h.startswith("../quality/") for h in hrefs)  # relative links
 
 
 def test_report_page_is_self_contained(config: RunoffConfig) -> None:
@@ -473,7 +741,7 @@ def test_report_page_is_self_contained(config: RunoffConfig) -> None:
     page = render_report(load_report_data(config, "events"))
 
     assert page.startswith("<!DOCTYPE html>")
-    assert page.count('<svg class="chart"') == len(CHART_TITLES)
+    assert page.count('<svg class="chart"') == 1 + len(ALL_RUN_TITLES)
     for forbidden in ("<script", "<link", "<img", "<iframe", "@import", "url(http", 'src="'):
         assert forbidden not in page
     # The only absolute URLs are XML namespace names inside the SVGs, never fetched.
@@ -492,7 +760,8 @@ def test_cmd_report_writes_the_file_and_prints_its_path(
     out = capsys.readouterr().out.strip()
     assert code == 0
     assert out == str(config.home / "reports" / "events.html")
-    assert Path(out).read_text(encoding="utf-8").count('<svg class="chart"') == len(CHART_TITLES)
+    page = Path(out).read_text(encoding="utf-8")
+    assert page.count('<svg class="chart"') == 1 + len(ALL_RUN_TITLES)
 
 
 @pytest.mark.browser
@@ -507,29 +776,21 @@ def test_report_charts_render_in_chromium(config: RunoffConfig, tmp_path: Path) 
 
     charts = chart_svgs(dom)
     assert sorted(charts) == ["quality", "runs-late", "runs-rows", "runs-secs", "silver0"]
-    for title in CHART_TITLES:
+    for title in (HOURLY_TITLE, *ALL_RUN_TITLES):
         assert f">{title}</text>" in dom, title
-    # One line per action with one point per hour (hours without an action plotted as 0).
-    hours = len({hour_of(t) for t, _ in home.events})
-    assert data_lines(charts["silver0"]) == {SERIES_COLOURS[0]: hours, SERIES_COLOURS[1]: hours}
-    assert texts(charts["silver0"])[-2:] == ["action=Close", "action=Open"]
+    # Both lines broken at hour 3 (Close also at hour 5), both with their open windows.
+    assert len(path_segments(charts["silver0"], "line-0")) == 3
+    assert len(markers(charts["silver0"], "open-1")) == 1
     assert f"<h3>{SLIDING_TITLE}</h3>" in dom
-    # One bar per run of this dataset (the sensors run is not shown).
-    layer_colours = list(LAYER_COLOURS.values())
-    failed = sum(1 for r in home.runs if r.status == "failed")
     for name in ("runs-rows", "runs-secs"):
-        assert bars(charts[name], layer_colours) == len(home.runs) - failed
-        assert bars(charts[name], ["hatched"]) == failed == 1
-    assert bars(charts["runs-late"], [SERIES_COLOURS[1]]) == len(home.runs)
-    assert bars(charts["runs-late"], [SERIES_COLOURS[3]]) == len(home.runs)
-    # One bar per validation run, labelled with its pass rate.
-    events_rows = [r for r in home.quality_rows if r["dataset"] == "events"]
-    labels = []
-    for run in dict.fromkeys(r["run_id"] for r in events_rows):
-        mine = [r for r in events_rows if r["run_id"] == run]
-        labels.append(f"{100 * sum(bool(r['success']) for r in mine) / len(mine):.0f}%")
-    assert re.findall(r">(\d+%)</text>", charts["quality"]) == labels
+        assert len(stems(charts[name], "stems")) == len(home.runs)
     assert "boom" in dom  # the failed run's error is listed
+    assert re.findall(r"<h2>([^<]+)</h2>", dom) == [
+        "Tables",
+        "Silver aggregates",
+        "Runs",
+        "Data quality",
+    ]
 
     stats = assert_not_blank(png)
     assert (stats.width, stats.height) == (1280, 2000)
@@ -552,9 +813,10 @@ def test_report_of_an_empty_home_is_a_page_of_notes(config: RunoffConfig, tmp_pa
         "Data quality",
     ]
     titles = re.findall(r"<h3>([^<]+)</h3>", dom)
-    assert titles == [*SILVER_TITLES["sensors"], *RUN_TITLES]
+    assert titles == [*SILVER_TITLES["sensors"], *ALL_RUN_TITLES, "Quarantine: rows by reason"]
     assert dom.count("No data yet") == len(titles)
     assert dom.count("no data yet") == 5  # bronze, quarantine and three silver tables
+    assert "<a " not in dom
     assert_not_blank(png, min_colours=4, min_ink=0.01)
 
 
@@ -599,6 +861,7 @@ def test_the_gate_table_adds_up_every_batch_per_expectation(config: RunoffConfig
     append_results(config.quality_dir / "results", gate)
 
     data = load_report_data(config, "events")
+    assert data.quality is not None
     totals = gate_totals(data.quality).to_dict("records")
     assert totals == [
         {
@@ -627,9 +890,9 @@ def test_the_gate_table_adds_up_every_batch_per_expectation(config: RunoffConfig
     assert (
         "<tr><td>bronze_events</td><td>known_store</td><td>quarantine</td>"
         '<td class="num">3</td><td class="num">22</td><td class="num">3</td>'
-        '<td class="num">3</td><td>2024-01-01 02:00:00</td></tr>'
+        '<td class="num">3</td><td class="time">2024-01-01 02:00:00</td></tr>'
     ) in page
+    assert '<td class="num failed">1</td>' in page  # the critical failure held a batch back
     # The gate's rows are not validate runs: the pass rate has the 3 validations of events.
-    assert page.count('<svg class="chart"') == len(CHART_TITLES)
-    validations = data.quality[data.quality["batch_id"].isna()]
-    assert len(quality_pass_rate(validations, "events")) == 3
+    (chart,) = quality_charts(data)
+    assert len(chart.data) == 3
