@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
@@ -67,6 +68,9 @@ from delta_tables.catalog import Catalog
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The Python file spark-submit runs: it calls `jobs.cli.main(argv)` and exits with its code.
 SUBMIT_APPLICATION = REPO_ROOT / "jobs" / "submit.py"
+# Set in the workers' environment (as `make airflow` does): tasks are clients of that
+# `runoff serve` server instead of spark-submits of their own.
+SERVER_ENV = "RUNOFF_SERVER"
 
 SPARK_CONN_ID = "spark_default"
 SPARK_POOL = "spark"
@@ -423,19 +427,61 @@ class RunoffSubmitOperator(SparkSubmitOperator):
     """`SparkSubmitOperator` for the `runoff` CLI with `--outcome`: the task's outcome file is
     removed before the submit (no stale one from an earlier try), and a failed critical
     expectation fails the task at once, without retries (a finding about the data, not a
-    transient error), with the CLI's error line as the reason."""
+    transient error), with the CLI's error line as the reason.
+
+    With `RUNOFF_SERVER` in the worker's environment the step runs as a `runoff` client of that
+    server (`runoff serve`, started by `make airflow`): no JVM of its own, seconds instead of a
+    Spark start per task. Without it, the step is a spark-submit through `spark_default`."""
+
+    _client: subprocess.Popen[str] | None = None
 
     def execute(self, context: Any) -> None:
         path = outcome_arg(self.application_args)
         if path:
             Path(path).unlink(missing_ok=True)
+        server = os.environ.get(SERVER_ENV)
         try:
-            super().execute(context)
+            if server:
+                self._run_client(server)
+            else:
+                super().execute(context)
         except AirflowException as exc:
             outcome = read_outcome(path)
             if outcome and outcome.get("error_type") == QUALITY_FAILURE:
                 raise AirflowFailException(outcome.get("error") or str(exc)) from exc
             raise
+
+    def _run_client(self, server: str) -> None:
+        """The step as a client of the `runoff serve` server at `server`: the command runs in
+        the server's warm Spark driver; its output is this task's log."""
+        env = {**os.environ, **spark_env(), SERVER_ENV: server}
+        args = [str(a) for a in self.application_args or ()]
+        self.log.info("runoff %s (server %s)", " ".join(args), server)
+        self._client = subprocess.Popen(
+            [sys.executable, str(SUBMIT_APPLICATION), *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert self._client.stdout is not None
+        for line in self._client.stdout:
+            self.log.info("%s", line.rstrip("\n"))
+        code = self._client.wait()
+        if code:
+            raise AirflowException(f"runoff exited with code {code}")
+
+    def on_kill(self) -> None:
+        client = self._client
+        if client is None:
+            super().on_kill()
+            return
+        if client.poll() is None:  # the client passes SIGTERM on: the server stops the command
+            client.terminate()
+            try:
+                client.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                client.kill()
 
 
 def runoff_submit(

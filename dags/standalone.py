@@ -31,6 +31,8 @@ SPARK_CONNECTION = {"conn_type": "spark", "host": "local[*]"}
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
 # Holds the pid (= process group id) of `airflow standalone` while it runs.
 PID_FILE = "runoff-standalone.pid"
+# ... and of `runoff serve` (its process group too).
+SERVER_PID_FILE = "runoff-server.pid"
 
 
 def runoff_home(home: str | None, env: Mapping[str, str]) -> Path:
@@ -157,6 +159,36 @@ def stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
         pass
 
 
+def server_socket(home: Path) -> Path:
+    """Where `make airflow`'s `runoff serve` listens (the default of `runoff serve`)."""
+    return home / "run" / "runoff.sock"
+
+
+def start_server(env: Mapping[str, str], home: Path) -> subprocess.Popen[bytes]:
+    """Start `runoff serve` in its own process group, its output in `<home>/logs/server.log`:
+    the warm Spark driver every task of this Airflow runs its step in (`RUNOFF_SERVER`)."""
+    log_path = home / "logs" / "server.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    output = open(log_path, "ab")  # noqa: SIM115 - owned by the child
+    socket_path = server_socket(home)
+    command = ["--home", str(home), "serve", "--socket", str(socket_path)]
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "runoff"), *command],
+        env={k: v for k, v in env.items() if k != "RUNOFF_SERVER"},
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    # The socket exists as soon as the server listens; clients wait there until Spark is up.
+    deadline = time.monotonic() + 60
+    while not socket_path.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop(process)
+            raise RuntimeError(f"`runoff serve` did not start: see {log_path}")
+        time.sleep(0.2)
+    return process
+
+
 def wait_until_ready(
     process: subprocess.Popen[bytes], env: Mapping[str, str], timeout: float
 ) -> str | None:
@@ -187,6 +219,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8080, help="API server and UI port")
     parser.add_argument("--spark-slots", type=int, default=2, help="size of the `spark` pool")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the UI")
+    parser.add_argument(
+        "--no-server",
+        action="store_true",
+        help="no `runoff serve`: every task is a spark-submit with a Spark start of its own",
+    )
     args = parser.parse_args(argv)
 
     home = runoff_home(args.home, os.environ)
@@ -203,6 +240,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     # SIGTERM (e.g. from a test or a supervisor) stops Airflow like Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    server = None
+    if not args.no_server:
+        try:
+            server = start_server(env, home)
+        except RuntimeError as exc:
+            print(f"runoff: error: {exc}", file=sys.stderr)
+            return 1
+        env["RUNOFF_SERVER"] = str(server_socket(home))
+        (airflow_home / SERVER_PID_FILE).write_text(f"{server.pid}\n")
     process = start(env)
     pid_file = airflow_home / PID_FILE
     pid_file.write_text(f"{process.pid}\n")
@@ -225,6 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         stop(process)
         pid_file.unlink(missing_ok=True)
+        if server is not None:
+            stop(server)
+            (airflow_home / SERVER_PID_FILE).unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

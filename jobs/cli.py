@@ -167,8 +167,20 @@ def _dataset_only(p: argparse.ArgumentParser) -> None:
 
 def _backfill_args(p: argparse.ArgumentParser) -> None:
     dataset_arg(p)
-    p.add_argument("--start", type=iso_date, required=True, help="first day (inclusive)")
-    p.add_argument("--end", type=iso_date, required=True, help="last day (exclusive)")
+    # Dates are midnight UTC, so whole days work as before; times make any interval.
+    p.add_argument(
+        "--start",
+        type=iso_datetime,
+        required=True,
+        help="start of the interval, inclusive: a date (midnight UTC) or an ISO-8601 time, naive "
+        "= UTC (e.g. 2024-01-02 or 2024-01-02T05:00:00Z)",
+    )
+    p.add_argument(
+        "--end",
+        type=iso_datetime,
+        required=True,
+        help="end of the interval, exclusive (e.g. 2024-01-03 or 2024-01-02T06:00:00+00:00)",
+    )
 
 
 def _status_args(p: argparse.ArgumentParser) -> None:
@@ -190,6 +202,15 @@ def _reset_args(p: argparse.ArgumentParser) -> None:
 
 def _no_args(p: argparse.ArgumentParser) -> None:
     return None
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="the Unix socket to listen on (default <home>/run/runoff.sock; clients set "
+        "RUNOFF_SERVER to it, e.g. --socket /tmp/runoff.sock)",
+    )
 
 
 COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
@@ -221,7 +242,18 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] 
     "reset": ("jobs.reset", "full refresh: delete a layer's tables and checkpoints", _reset_args),
     "report": ("jobs.report", "write a self-contained HTML report with charts", _dataset_only),
     "demo": ("jobs.demo", "sample data for every dataset, full run, summary", _no_args),
+    "serve": (
+        "jobs.server",
+        "keep one Spark driver warm and run the Spark commands of clients that set RUNOFF_SERVER",
+        _serve_args,
+    ),
 }
+
+# Commands that run in a `runoff serve` server when the client names one (the others need no
+# Spark: they run where they are called).
+SERVED_COMMANDS = frozenset(
+    {"check", "bronze", "silver", "validate", "run", "backfill", "maintain", "reset", "demo"}
+)
 
 
 def available_commands() -> list[str]:
@@ -279,6 +311,13 @@ def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
         default=default,
         help="show tracebacks and debug logs",
     )
+    parser.add_argument(
+        "--server",
+        default=default,
+        metavar="SOCKET",
+        help="run Spark commands in the `runoff serve` server listening on SOCKET (else "
+        "$RUNOFF_SERVER; e.g. --server .runoff/run/runoff.sock)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -303,11 +342,31 @@ def handler_for(command: str) -> Handler:
     return handler
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def server_socket(args: argparse.Namespace, env: Mapping[str, str]) -> Path | None:
+    """The server to run this command in (`--server`, else `RUNOFF_SERVER`), if any."""
+    from jobs.client import SERVER_ENV
+
+    raw = args.server or env.get(SERVER_ENV)
+    if not raw or args.command not in SERVED_COMMANDS:
+        return None
+    return Path(raw).expanduser().absolute()
+
+
+def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
+    """Run one command; `served`: inside `runoff serve`, for a client (never forwarded)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    server = None if served else server_socket(args, os.environ)
+    if server is not None:
+        from jobs.client import run_remote
+
+        try:
+            return run_remote(server, argv)
+        except RunoffError as exc:
+            return _say(f"runoff: error: {exc}", exc.exit_code)[0]
     library = logs.configure(bool(args.verbose))
-    previous = interrupts.install()
+    previous = None if served else interrupts.install()
     error: str | None = None
     error_type: str | None = None
     try:
@@ -389,7 +448,7 @@ def _report(
     # SIGTERM first, whatever py4j made of the interrupt it raised.
     if interrupts.received():
         return _say(f"runoff: terminated (SIGTERM); {resume}", 128 + signal.SIGTERM)
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, KeyboardInterrupt) or interrupts.received(signal.SIGINT):
         return _say(f"runoff: interrupted; {resume}", 130)
     if verbose:
         traceback.print_exception(exc)

@@ -5,7 +5,8 @@ raises `Terminated` (a `KeyboardInterrupt`, so `except Exception` blocks let it 
 checkpoint locks are released on the way out). py4j turns an interrupt that arrives while the
 driver waits for the JVM into its own network error, so the ledger and the CLI ask `received()`
 rather than trusting the exception's type. The checkpoint is untouched by an interrupted batch:
-the next run replays it (exactly once, as after a crash).
+the next run replays it (exactly once, as after a crash). Under `runoff serve` a command runs
+in a worker thread: its client's signals arrive through `deliver()` and are raised by `check()`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def install() -> Any:
     """Handle SIGTERM (main thread only); returns the handler to give back to `restore`."""
-    _received.clear()
+    reset()
     if threading.current_thread() is not threading.main_thread():
         return None
     return signal.signal(signal.SIGTERM, _on_sigterm)
@@ -40,6 +41,24 @@ def restore(previous: Any) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
-def received() -> bool:
-    """True once SIGTERM arrived during the current command."""
-    return bool(_received)
+def received(signum: int = signal.SIGTERM) -> bool:
+    """True once `signum` (SIGTERM unless named) arrived during the current command."""
+    return signum in _received
+
+
+def deliver(signum: int) -> None:
+    """A signal for the current command from elsewhere: `runoff serve`'s client sent it. The
+    command sees it at its next `check()` (its Spark work is stopped by the server)."""
+    _received.append(signum)
+
+
+def reset() -> None:
+    _received.clear()
+
+
+def check() -> None:
+    """Raise the interrupt of a delivered signal (streaming loops call it between waits)."""
+    if signal.SIGTERM in _received:
+        raise Terminated
+    if _received:
+        raise KeyboardInterrupt

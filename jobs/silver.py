@@ -66,6 +66,7 @@ from core.ledger import RunRecord
 from core.locking import checkpoint_lock
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.writes import already_committed, is_delta_table, merge, table_version
+from jobs import interrupts
 from jobs.check import ensure_resolves
 from jobs.dataset import SilverAggregate, load_dataset
 from jobs.streaming import (
@@ -380,6 +381,7 @@ def await_query(run: TableRun, report: Callable[[str], None]) -> None:
     try:
         while query.isActive:
             watch(run, report)
+            interrupts.check()  # a signal `runoff serve` delivered for its client
             time.sleep(POLL_SECONDS)
         query.awaitTermination()  # returns at once, or raises the query's failure
     except StreamingQueryException as exc:

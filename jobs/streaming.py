@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -231,7 +232,7 @@ def recorded_run(runs_path: Path, record: RunRecord) -> Iterator[RunRecord]:
     except BaseException as exc:
         if interrupts.received():
             record.finish("interrupted", "terminated by SIGTERM")
-        elif isinstance(exc, KeyboardInterrupt):
+        elif isinstance(exc, KeyboardInterrupt) or interrupts.received(signal.SIGINT):
             record.finish("interrupted", "interrupted (Ctrl-C)")
         else:
             record.finish("failed", first_line(exc))
@@ -261,6 +262,7 @@ class BatchFunction:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
+            interrupts.check()  # no new batch once `runoff serve`'s client sent a signal
             self.process(batch, batch_id)
         except BaseException as exc:
             # Spark re-raises it wrapped in pages of JVM text: keep the original for the user.
@@ -278,6 +280,7 @@ def run_query(
     """
     from pyspark.errors import StreamingQueryException
 
+    interrupts.check()
     query = (
         writer.queryName(name)
         .option("checkpointLocation", str(checkpoint))
@@ -287,6 +290,7 @@ def run_query(
     )
     try:
         query.awaitTermination()
+        interrupts.check()  # stopped by `runoff serve` for its client's signal
     except StreamingQueryException as exc:
         cause = function.error
         if isinstance(cause, RunoffError):

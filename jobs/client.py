@@ -1,0 +1,159 @@
+"""The client side of `runoff serve`: run one command in a server's warm Spark driver.
+
+Input: the CLI's arguments and `RUNOFF_SERVER` (or `--server`), the path of the server's Unix
+socket. Output: what the command prints, relayed line by line, and its exit code. The request
+carries the client's working directory and its `RUNOFF_*` variables, so the command sees what a
+local run would see. Ctrl-C and SIGTERM are passed on: the server stops the command as a local
+run stops, and the client exits with the same one line and code (130, 143). A client that dies
+takes its command with it (the server stops a command whose client is gone). Nothing of Spark
+is imported here: a client starts in a fraction of a second.
+
+Frames are JSON objects, one per line. Client to server: the request
+`{"argv", "cwd", "env", "terminal", "columns"}`, then `{"signal": N}` at most twice. Server to
+client: `{"out": text}`, `{"err": text}`, then `{"exit": code}`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from core.errors import ConfigError
+
+SERVER_ENV = "RUNOFF_SERVER"
+# sockaddr_un holds 108 bytes: longer paths are reached through their folder (see `address`).
+MAX_SOCKET_PATH = 100
+
+
+def send(sock: socket.socket, frame: Mapping[str, Any]) -> None:
+    sock.sendall(json.dumps(frame).encode() + b"\n")
+
+
+def frames(sock: socket.socket) -> Iterator[dict[str, Any]]:
+    """The frames the peer sends, until it closes the connection."""
+    with sock.makefile("rb") as stream:
+        for line in stream:
+            frame = json.loads(line)
+            if isinstance(frame, dict):
+                yield frame
+
+
+@contextmanager
+def address(path: Path) -> Iterator[str]:
+    """The address to bind or connect to: the path itself, or, when it is longer than a Unix
+    socket address may be, its name relative to its folder (made the working directory while
+    the block runs; the CLI and the server are single-threaded when they bind or connect)."""
+    text = os.fspath(path)
+    if len(text.encode()) <= MAX_SOCKET_PATH:
+        yield text
+        return
+    previous = os.getcwd()
+    os.chdir(path.parent)
+    try:
+        yield path.name
+    finally:
+        os.chdir(previous)
+
+
+def connect(path: Path) -> socket.socket:
+    """A connection to the server at `path`, or a one-line ConfigError naming the remedy."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with address(path) as where:
+            sock.connect(where)
+    except OSError as exc:
+        sock.close()
+        reason = "no server is listening there" if path.exists() else "no such socket"
+        raise ConfigError(
+            f"cannot reach the runoff server at {path} ({reason}: {exc.strerror or exc}): start "
+            f"it with `runoff serve --socket {path}`, or unset {SERVER_ENV} to run here"
+        ) from None
+    return sock
+
+
+def request(argv: Sequence[str], env: Mapping[str, str], stdout: TextIO) -> dict[str, Any]:
+    """What the server needs to run `argv` as this process would."""
+    columns = env.get("COLUMNS")
+    if columns is None and stdout.isatty():
+        columns = str(os.get_terminal_size(stdout.fileno()).columns)
+    return {
+        "argv": list(argv),
+        "cwd": os.getcwd(),
+        "env": {k: v for k, v in env.items() if k.startswith("RUNOFF_") and k != SERVER_ENV},
+        "terminal": stdout.isatty(),
+        "columns": int(columns) if columns and columns.isdigit() else None,
+    }
+
+
+class Forwarder:
+    """Passes SIGINT and SIGTERM on to the server while the command runs; a second signal
+    closes the connection (the server then stops the command) and the client exits."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.signals: list[int] = []
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.signals.append(signum)
+        if len(self.signals) > 1:
+            raise KeyboardInterrupt
+        try:
+            send(self.sock, {"signal": signum})
+        except OSError:
+            raise KeyboardInterrupt from None
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        previous = {s: signal.signal(s, self) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def run_remote(
+    server: Path,
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run `runoff <argv>` in the server at `server`; its exit code."""
+    env = os.environ if env is None else env
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    sock = connect(server)
+    forwarder = Forwarder(sock)
+    try:
+        with forwarder.installed():
+            send(sock, request(argv, env, stdout))
+            for frame in frames(sock):
+                if "out" in frame:
+                    stdout.write(frame["out"])
+                    stdout.flush()
+                elif "err" in frame:
+                    stderr.write(frame["err"])
+                    stderr.flush()
+                elif "exit" in frame:
+                    return int(frame["exit"])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    # The server went away without an exit code, or a second signal gave up waiting.
+    if forwarder.signals:
+        signum = forwarder.signals[-1]
+        name = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
+        print(f"runoff: {name}; the server stops the command", file=stderr)
+        return 128 + signum
+    print(f"runoff: error: the runoff server at {server} closed the connection", file=stderr)
+    return 1

@@ -1,0 +1,316 @@
+"""`runoff serve`: one long-lived Spark driver that runs the CLI's Spark commands for clients.
+
+Input: requests on a Unix socket (`--socket`, default `<home>/run/runoff.sock`) from `runoff`
+clients that have `RUNOFF_SERVER` set (`jobs.client`), e.g. Airflow's tasks under `make airflow`.
+Output: each command run in this process, with this process's SparkSession, exactly as the CLI
+runs it locally (`jobs.cli.main`), its output relayed to the client as it is printed.
+
+Why: a JVM start costs 10-15 s and Great Expectations' import several more; a pipeline step on a
+warm driver costs what its data costs. Commands run one at a time, in arrival order (a client
+that waits is told which command it waits for): they share one SparkSession, the process's
+standard streams, environment and working directory, which each command gets for its run as its
+client has them (`RUNOFF_*` variables, working directory, terminal width) and gives back after.
+Session configuration a command changes is restored after it. A signal from the client stops
+its command as the same signal stops a local run (the command's streaming queries and Spark jobs
+are stopped, then the interrupt is raised in its thread), and so does a client that goes away.
+Code is imported once: restart the server after changing a dataset's `transform` module.
+SIGTERM or Ctrl-C stops the server: the running command is stopped, then Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import os
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.config import RunoffConfig
+from core.console import console, say
+from core.errors import ConfigError, LockHeldError
+from jobs import interrupts
+from jobs.client import SERVER_ENV, address, frames, send
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+# Imported before the first request, so that the first command is as quick as the next ones.
+WARM_MODULES = ("jobs.bronze", "jobs.silver", "jobs.backfill", "quality.runner", "quality.gate")
+
+
+def default_socket(config: RunoffConfig) -> Path:
+    return config.home / "run" / "runoff.sock"
+
+
+class FrameStream(io.TextIOBase):
+    """A text stream whose writes go to the client as `{"out"|"err": text}` frames."""
+
+    def __init__(self, sock: socket.socket, key: str, terminal: bool) -> None:
+        super().__init__()
+        self.sock, self.key, self.terminal = sock, key, terminal
+
+    def write(self, text: str) -> int:
+        if text:
+            with suppress(OSError):  # the client is gone: its command is being stopped
+                send(self.sock, {self.key: text})
+        return len(text)
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+
+@dataclass
+class Command:
+    """A request being served: the thread running it and the signals its client sent."""
+
+    argv: list[str]
+    thread: threading.Thread = field(default_factory=threading.current_thread)
+    signals: list[int] = field(default_factory=list)
+    running: bool = False
+
+    def __str__(self) -> str:
+        return "runoff " + " ".join(a for a in self.argv if not a.startswith("--outcome"))
+
+
+class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: Path, config: RunoffConfig) -> None:
+        self.path = path
+        self.config = config
+        self.spark: SparkSession | None = None
+        self.ready = threading.Event()
+        self.turn = threading.Lock()  # one command at a time
+        self.current: Command | None = None
+        with address(path) as where:
+            super().__init__(where, Handler)
+        os.chmod(path, 0o600)  # the owner's commands only
+
+    # -- start and stop ----------------------------------------------------------------------
+    def start_spark(self) -> None:
+        import importlib
+
+        from jobs.spark import get_spark
+
+        started = time.perf_counter()
+        self.spark = get_spark(app_name="runoff-server", config=self.config)
+        for module in WARM_MODULES:
+            importlib.import_module(module)
+        self.ready.set()
+        say(
+            f"runoff: serving on {self.path} (Spark {self.spark.sparkContext.master}, "
+            f"ready in {time.perf_counter() - started:.1f} s)"
+        )
+
+    def stop(self) -> None:
+        """Stop the running command (as SIGTERM would), then Spark; remove the socket."""
+        command = self.current
+        if command is not None and command.running:
+            self.cancel(command, signal.SIGTERM)
+            command.thread.join(timeout=60)
+        self.server_close()
+        self.path.unlink(missing_ok=True)
+        if self.spark is not None:
+            self.spark.stop()
+
+    # -- one command ---------------------------------------------------------------------------
+    def cancel(self, command: Command, signum: int) -> None:
+        """Stop `command` as `signum` stops a local run: the signal is delivered to the CLI
+        (`jobs.interrupts`, which the command's streaming loops check), then its streaming
+        queries and Spark jobs are stopped so that it gets to see it."""
+        command.signals.append(signum)
+        if not command.running or self.spark is None:
+            return
+        interrupts.deliver(signum)
+        for query in self.spark.streams.active:
+            with suppress(Exception):
+                query.stop()
+        with suppress(Exception):
+            self.spark.interruptAll()
+
+    def execute(self, command: Command, request: Mapping[str, Any], sock: socket.socket) -> int:
+        """Run the request's CLI command in this thread, as its client would have run it."""
+        from jobs.cli import main
+
+        terminal = bool(request.get("terminal"))
+        with (
+            client_environment(request.get("env") or {}),
+            working_directory(str(request.get("cwd") or os.getcwd())),
+            client_streams(sock, terminal, request.get("columns")),
+            restored_session_conf(self.spark),
+        ):
+            interrupts.reset()
+            command.running = True
+            try:
+                if command.signals:  # the client gave up while it waited
+                    return 128 + command.signals[-1]
+                return main(command.argv, served=True)
+            except SystemExit as exc:  # --help and usage errors
+                return exc.code if isinstance(exc.code, int) else 2
+            finally:
+                command.running = False
+
+
+class Handler(socketserver.StreamRequestHandler):
+    server: Server
+
+    def handle(self) -> None:
+        sock: socket.socket = self.request
+        incoming = frames(sock)
+        try:
+            request = next(incoming)
+        except (StopIteration, ValueError):
+            return
+        command = Command([str(a) for a in request.get("argv") or []])
+        watcher = threading.Thread(
+            target=self._watch, args=(incoming, command), name="runoff-client", daemon=True
+        )
+        watcher.start()
+        server = self.server
+        if not server.turn.acquire(blocking=False):
+            waiting_for = server.current
+            note = f" ({waiting_for})" if waiting_for else ""
+            with suppress(OSError):
+                send(sock, {"err": f"runoff: waiting for the server's current command{note}\n"})
+            server.turn.acquire()
+        try:
+            server.ready.wait()
+            server.current = command
+            code = server.execute(command, request, sock)
+        except BaseException as exc:  # the client gets an exit code whatever happened
+            log.exception("runoff server: %s failed", command)
+            code = 1 if not isinstance(exc, KeyboardInterrupt) else 130
+        finally:
+            server.current = None
+            server.turn.release()
+        with suppress(OSError):
+            send(sock, {"exit": code})
+
+    def _watch(self, incoming: Iterator[dict[str, Any]], command: Command) -> None:
+        """Signals from the client, and its going away (the same as SIGTERM)."""
+        try:
+            for frame in incoming:
+                signum = frame.get("signal")
+                if signum in (signal.SIGINT, signal.SIGTERM):
+                    self.server.cancel(command, int(signum))
+        except (OSError, ValueError):
+            pass
+        if not command.signals and (command.running or self.server.current is not command):
+            self.server.cancel(command, signal.SIGTERM)
+
+
+# -- what a command borrows from the process -------------------------------------------------
+@contextmanager
+def client_environment(env: Mapping[str, str]) -> Iterator[None]:
+    """The client's `RUNOFF_*` variables in place of the server's, for one command."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("RUNOFF_")}
+    for key in saved:
+        del os.environ[key]
+    os.environ.update({k: str(v) for k, v in env.items() if k.startswith("RUNOFF_")})
+    os.environ.pop(SERVER_ENV, None)
+    try:
+        yield
+    finally:
+        for key in [k for k in os.environ if k.startswith("RUNOFF_")]:
+            del os.environ[key]
+        os.environ.update(saved)
+
+
+@contextmanager
+def working_directory(path: str) -> Iterator[None]:
+    previous = os.getcwd()
+    try:
+        os.chdir(path)
+    except OSError as exc:
+        raise ConfigError(f"the client's working directory {path} is not reachable: {exc}") from exc
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+@contextmanager
+def client_streams(sock: socket.socket, terminal: bool, columns: object) -> Iterator[None]:
+    """stdout and stderr relayed to the client; the console as wide as the client's."""
+    saved = sys.stdout, sys.stderr, console.width, logging.root.handlers[:]
+    sys.stdout = FrameStream(sock, "out", terminal)
+    sys.stderr = FrameStream(sock, "err", terminal)
+    if isinstance(columns, int) and columns > 0:
+        console.width = columns
+    logging.root.handlers.clear()  # the command's CLI configures its own logging
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr, console.width, handlers = saved
+        for handler in logging.root.handlers:
+            with suppress(Exception):
+                handler.close()
+        logging.root.handlers[:] = handlers
+
+
+@contextmanager
+def restored_session_conf(spark: SparkSession | None) -> Iterator[None]:
+    """Session configuration set by the command is undone when it ends."""
+    if spark is None:
+        yield
+        return
+    before = dict(spark.conf.getAll)
+    try:
+        yield
+    finally:
+        after = dict(spark.conf.getAll)
+        for key in after.keys() - before.keys():
+            with suppress(Exception):
+                spark.conf.unset(key)
+        for key, value in before.items():
+            if after.get(key) != value:
+                with suppress(Exception):
+                    spark.conf.set(key, value)
+
+
+# -- the command -------------------------------------------------------------------------------
+def prepare_socket(path: Path) -> None:
+    """Refuse when a server already listens at `path`; remove a socket left by a dead one."""
+    from jobs.client import connect
+
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return
+    try:
+        connect(path).close()
+    except ConfigError:
+        path.unlink()
+        return
+    raise LockHeldError(f"a runoff server is already listening on {path}")
+
+
+def cmd_serve(config: RunoffConfig, args: argparse.Namespace) -> int:
+    path = Path(args.socket).expanduser().absolute() if args.socket else default_socket(config)
+    prepare_socket(path)
+    server = Server(path, config)
+    say(f"runoff: starting Spark for the server on {path} (clients: {SERVER_ENV}={path})")
+    try:
+        server.start_spark()
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
+        pass
+    finally:
+        server.stop()
+    say("runoff: server stopped")
+    return 0
