@@ -4,9 +4,14 @@ Input: the runoff home (`--home`, else `RUNOFF_HOME`, else `./.runoff`) and a po
 running `airflow standalone` whose metadata DB (sqlite) and logs live in `<home>/airflow`, whose
 DAGs folder is this repository's `dags/`, with the `spark_default` connection (`local[*]` unless
 `AIRFLOW_CONN_SPARK_DEFAULT` is already set) and the `spark` pool; it prints the URL and the
-admin login, then runs until Ctrl-C and stops every process it started.
+admin login, then runs until Ctrl-C and stops every process it started. Its settings are also
+written to `<home>/airflow/airflow.cfg`: any `airflow` command with `AIRFLOW_HOME=<home>/airflow`
+talks to the same Airflow. Unless `--no-server`, it first starts `runoff serve` (log in
+`<home>/logs/server.log`) and gives the tasks `RUNOFF_SERVER`: every Spark step runs in that one
+warm driver, whose master is `RUNOFF_SPARK_MASTER` (default `local[*]`).
 
     uv run --frozen python -m dags.standalone [--home PATH] [--port 8080] [--spark-slots 2]
+                                              [--no-server]
 """
 
 from __future__ import annotations
@@ -94,9 +99,34 @@ def airflow(env: Mapping[str, str], *args: str) -> None:
         raise RuntimeError(f"`airflow {' '.join(args)}` failed:\n" + "\n".join(output))
 
 
+def write_airflow_cfg(env: Mapping[str, str]) -> Path:
+    """Every `AIRFLOW__<SECTION>__<KEY>` setting of `env` into `$AIRFLOW_HOME/airflow.cfg`, so
+    that an `airflow` command run from any shell with only `AIRFLOW_HOME` set (e.g.
+    `airflow backfill create`) uses this Airflow's database, with its lock timeout, and DAGs."""
+    import configparser
+
+    path = Path(env["AIRFLOW_HOME"]) / "airflow.cfg"
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(path)
+    for name, value in sorted(env.items()):
+        parts = name.split("__")
+        if len(parts) != 3 or parts[0] != "AIRFLOW":
+            continue
+        section, key = parts[1].lower(), parts[2].lower()
+        if not config.has_section(section):
+            config.add_section(section)
+        config.set(section, key, value)
+    with path.open("w", encoding="utf-8") as cfg:
+        config.write(cfg)
+    path.chmod(0o600)  # it may hold secrets given in the environment
+    return path
+
+
 def prepare(env: Mapping[str, str], spark_slots: int) -> None:
-    """Migrate the metadata DB and create the `spark` pool that bounds concurrent Spark jobs."""
+    """Write airflow.cfg, migrate the metadata DB, create the `spark` pool that bounds
+    concurrent Spark jobs."""
     Path(env["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
+    write_airflow_cfg(env)
     airflow(env, "db", "migrate")
     airflow(
         env,
