@@ -39,8 +39,7 @@ Grain and trigger behaviour of `runoff_<dataset>` (the spec's `schedule`, `catch
 The runoff home comes from the Airflow Variable `runoff_home`, else the `RUNOFF_HOME` environment
 variable, else `<repo>/.runoff`; it is read when a task renders its arguments (run time), except
 for the Asset URIs, which the DAG file needs while it is parsed (environment or default only).
-`RUNOFF_DAG_SCHEDULE` overrides the specs' schedules (e.g. `@daily`, so that a backfill over N
-days creates N runs instead of 24 N). `dags/runoff_datasets.py` builds a DAG per good spec;
+Each DAG's schedule is its spec's `schedule`. `dags/runoff_datasets.py` builds a DAG per good spec;
 `dags/runoff_spec_errors.py` fails to import while a spec is refused, so the Airflow UI lists the
 refused files and their problems as an import error while every other DAG still loads.
 """
@@ -547,7 +546,7 @@ def build_dataset_dag(
     with DAG(
         dag_id=f"runoff_{dataset}",
         description=f"landing -> bronze -> silver -> validate for {dataset}",
-        schedule=schedule or os.environ.get("RUNOFF_DAG_SCHEDULE") or spec.schedule,
+        schedule=schedule or spec.schedule,
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,

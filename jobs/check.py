@@ -316,10 +316,9 @@ def cmd_check(config: RunoffConfig, args: argparse.Namespace) -> int:
     catalog = Catalog.load(config)
     spark = get_spark(app_name="runoff-check", config=config)
     plans, problems = check_specs(spark, catalog)
-    schedule = config_schedule()
     for plan in plans:
         if not plan.problems:
-            print_plan(plan, schedule or plan.spec.schedule)
+            print_plan(plan, plan.spec.schedule)
     good = sum(1 for p in plans if not p.problems)
     refused = len(catalog.problems) + len(plans) - good
     folders = ", ".join(str(d) for d in config.dataset_dirs)
@@ -327,13 +326,6 @@ def cmd_check(config: RunoffConfig, args: argparse.Namespace) -> int:
     for line in problems:
         print(line, file=sys.stderr, flush=True)
     return 2 if problems else 0
-
-
-def config_schedule() -> str | None:
-    """`RUNOFF_DAG_SCHEDULE`, which overrides every spec's schedule in the DAGs."""
-    import os
-
-    return os.environ.get("RUNOFF_DAG_SCHEDULE") or None
 
 
 def ensure_resolves(spark: SparkSession, catalog: Catalog, dataset: str) -> None:

@@ -102,7 +102,6 @@ def test_dag_test_runs_a_user_declared_dataset_end_to_end(
     specs = tmp_path / "my-datasets"
     write_orders(specs)
     monkeypatch.setenv("RUNOFF_DATASETS", str(specs))
-    monkeypatch.delenv("RUNOFF_DAG_SCHEDULE", raising=False)
 
     # Two deliveries: valid orders with a blank line and every kind of malformed line between
     # them, then later orders, one with a field never seen before (rescued).

@@ -47,7 +47,6 @@ def parse_dags(datasets: Path | None = None) -> Any:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("RUNOFF_HOME", raising=False)
-        mp.delenv("RUNOFF_DAG_SCHEDULE", raising=False)
         if datasets is None:
             mp.delenv("RUNOFF_DATASETS", raising=False)
         else:
@@ -317,27 +316,16 @@ def assert_maintenance_dag(dag: Any, datasets: Sequence[str]) -> None:
         assert f"`bronze_{name}`" in dag.doc_md
 
 
-def test_schedule_follows_runoff_dag_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dags.factory import build_dataset_dag
-
-    monkeypatch.setenv("RUNOFF_DAG_SCHEDULE", "@daily")
-    assert build_dataset_dag("events").schedule == "@daily"
-
-
-def test_schedule_comes_from_the_spec_unless_overridden(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_schedule_comes_from_the_spec(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from dags.factory import build_dataset_dag, load_catalog
 
     write_orders(tmp_path / "datasets")
-    monkeypatch.delenv("RUNOFF_DAG_SCHEDULE", raising=False)
     catalog = load_catalog({"RUNOFF_DATASETS": str(tmp_path / "datasets")})
+    # No global override: the variable that used to change every DAG's schedule is ignored.
+    monkeypatch.setenv("RUNOFF_DAG_SCHEDULE", "@monthly")
     assert build_dataset_dag("orders", catalog=catalog).schedule == ORDERS_SCHEDULE
     assert build_dataset_dag("events", catalog=catalog).schedule == "@hourly"
     assert build_dataset_dag("orders", "@weekly", catalog=catalog).schedule == "@weekly"
-    monkeypatch.setenv("RUNOFF_DAG_SCHEDULE", "@monthly")
-    assert build_dataset_dag("orders", catalog=catalog).schedule == "@monthly"
-    assert build_dataset_dag("events", catalog=catalog).schedule == "@monthly"
 
 
 def test_spec_errors_names_every_refused_file(tmp_path: Path) -> None:
