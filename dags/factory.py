@@ -155,6 +155,18 @@ def backfill_end(start: datetime, end: datetime) -> str:
     return backfill_days(start, end)[1].isoformat()
 
 
+def data_intervals(schedule: str | None) -> Any:
+    """A dataset DAG's schedule as contiguous data intervals: a cron expression or preset (not
+    `@once` or `@continuous`) becomes `CronDataIntervalTimetable` in UTC, so that every run,
+    scheduled or backfilled, covers [previous tick, its tick), the interval `runoff backfill`
+    re-runs. (Airflow 3 otherwise makes a cron string a point in time whose interval is empty.)"""
+    if schedule is None or schedule in ("@once", "@continuous"):
+        return schedule
+    from airflow.sdk import CronDataIntervalTimetable
+
+    return CronDataIntervalTimetable(schedule, timezone="UTC")
+
+
 def load_catalog(env: Mapping[str, str] | None = None) -> Catalog:
     """The catalog as the tasks will see it: home and `RUNOFF_DATASETS` of the environment."""
     env = os.environ if env is None else env
@@ -546,7 +558,7 @@ def build_dataset_dag(
     with DAG(
         dag_id=f"runoff_{dataset}",
         description=f"landing -> bronze -> silver -> validate for {dataset}",
-        schedule=schedule or spec.schedule,
+        schedule=data_intervals(schedule or spec.schedule),
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,

@@ -27,6 +27,14 @@ from tests.dags.user_specs import (
 from tests.expected import SILVER_TABLES
 from tests.seeds import SEED_NAMES
 
+
+def data_intervals(schedule: str | None) -> Any:
+    """What the factory makes of a spec's schedule (imported late: Airflow is heavy)."""
+    from dags.factory import data_intervals as timetable
+
+    return timetable(schedule)
+
+
 pytestmark = pytest.mark.airflow
 
 SEED_DAG_IDS = {f"runoff_{name}" for name in SEED_NAMES}
@@ -96,9 +104,9 @@ def test_dagbag_builds_user_specs_and_reports_refused_ones(
     still loads."""
     folder, refused = user_specs
     assert set(user_dagbag.dag_ids) == SEED_DAG_IDS | {"runoff_orders", "runoff_maintenance"}
-    assert user_dagbag.dags["runoff_orders"].schedule == ORDERS_SCHEDULE
+    assert user_dagbag.dags["runoff_orders"].schedule == data_intervals(ORDERS_SCHEDULE)
     for dag_id in SEED_DAG_IDS:
-        assert user_dagbag.dags[dag_id].schedule == "@hourly"
+        assert user_dagbag.dags[dag_id].schedule == data_intervals("@hourly")
 
     assert list(user_dagbag.import_errors) == [SPEC_ERRORS_FILE]
     message = user_dagbag.import_errors[SPEC_ERRORS_FILE]
@@ -117,7 +125,7 @@ def test_dagbag_with_good_user_specs_has_no_import_error(tmp_path: Path) -> None
     bag = parse_dags(tmp_path / "datasets")
     assert bag.import_errors == {}
     assert set(bag.dag_ids) == SEED_DAG_IDS | {"runoff_orders", "runoff_maintenance"}
-    assert bag.dags["runoff_orders"].schedule == ORDERS_SCHEDULE
+    assert bag.dags["runoff_orders"].schedule == data_intervals(ORDERS_SCHEDULE)
 
 
 def test_a_schedule_airflow_cannot_parse_is_reported_as_a_refused_spec(tmp_path: Path) -> None:
@@ -169,7 +177,7 @@ def test_dag_files_import_neither_spark_nor_great_expectations(
 def assert_dataset_dag_policies(
     dag: Any, dataset: str, schedule: str, silver_tables: Sequence[str]
 ) -> None:
-    assert dag.schedule == schedule
+    assert dag.schedule == data_intervals(schedule)
     assert dag.catchup is False
     assert dag.max_active_runs == 1
     assert dag.tags == {"runoff", dataset}
@@ -323,9 +331,26 @@ def test_schedule_comes_from_the_spec(monkeypatch: pytest.MonkeyPatch, tmp_path:
     catalog = load_catalog({"RUNOFF_DATASETS": str(tmp_path / "datasets")})
     # No global override: the variable that used to change every DAG's schedule is ignored.
     monkeypatch.setenv("RUNOFF_DAG_SCHEDULE", "@monthly")
-    assert build_dataset_dag("orders", catalog=catalog).schedule == ORDERS_SCHEDULE
-    assert build_dataset_dag("events", catalog=catalog).schedule == "@hourly"
-    assert build_dataset_dag("orders", "@weekly", catalog=catalog).schedule == "@weekly"
+    assert build_dataset_dag("orders", catalog=catalog).schedule == data_intervals(ORDERS_SCHEDULE)
+    assert build_dataset_dag("events", catalog=catalog).schedule == data_intervals("@hourly")
+    assert build_dataset_dag("orders", "@weekly", catalog=catalog).schedule == data_intervals(
+        "@weekly"
+    )
+
+
+def test_cron_schedules_are_contiguous_data_intervals() -> None:
+    """An hourly run covers the hour before its tick, not an empty point in time: what its
+    backfill re-runs."""
+    from airflow.sdk import CronDataIntervalTimetable
+
+    from dags.factory import data_intervals
+
+    assert data_intervals("@hourly") == CronDataIntervalTimetable("@hourly", timezone="UTC")
+    assert data_intervals("*/15 * * * *") == CronDataIntervalTimetable(
+        "*/15 * * * *", timezone="UTC"
+    )
+    assert data_intervals(None) is None
+    assert data_intervals("@once") == "@once"
 
 
 def test_spec_errors_names_every_refused_file(tmp_path: Path) -> None:
