@@ -99,7 +99,12 @@ _ID = re.compile(r'\bid="([^"]+)"')
 def figure_svg(figure: Any, prefix: str, simplify: bool = False) -> str:
     """The figure as an inline `<svg>` element whose ids are unique on the page (`prefix`)."""
     import matplotlib
+    from matplotlib.text import Text
 
+    # Labels come from the data (key values, column names): `$...$` is text, not math to parse
+    # (a value like `$\\foo$` would otherwise fail the whole report).
+    for text in figure.findobj(Text):
+        text.set_parse_math(False)
     buffer = io.StringIO()
     with matplotlib.rc_context(
         {"svg.fonttype": "none", "svg.hashsalt": prefix, "path.simplify": simplify}

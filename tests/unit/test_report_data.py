@@ -304,3 +304,17 @@ def test_suites_by_run_keeps_the_newest_runs() -> None:
 
     assert suites_by_run(quality, newest=2) == {"b": {"s": False, "t": True}, "c": {"s": False}}
     assert set(suites_by_run(quality)) == {"a", "b", "c"}
+
+
+def test_labels_from_the_data_are_text_not_math() -> None:
+    """A key value such as `$\\foo$` is drawn as those characters; matplotlib's math parser
+    would fail the whole report on it."""
+    from jobs.report_charts import _new_figure, figure_svg
+
+    figure = _new_figure()
+    axes = figure.add_subplot()
+    axes.plot([0, 1], [1, 2], label="$\\foo$")
+    axes.set_title("count by $x$")
+    axes.legend()
+    svg = figure_svg(figure, "t")
+    assert "$\\foo$" in svg and "count by $x$" in svg
