@@ -3,18 +3,9 @@
 Input: requests on a Unix socket (`--socket`, default `<home>/run/runoff.sock`) from `runoff`
 clients that have `RUNOFF_SERVER` set (`jobs.client`), e.g. Airflow's tasks under `make airflow`.
 Output: each command run in this process, with this process's SparkSession, exactly as the CLI
-runs it locally (`jobs.cli.main`), its output relayed to the client as it is printed.
-
-Why: a JVM start costs 10-15 s and Great Expectations' import several more; a pipeline step on a
-warm driver costs what its data costs. Commands run one at a time, in arrival order (a client
-that waits is told which command it waits for): they share one SparkSession, the process's
-standard streams, environment and working directory, which each command gets for its run as its
-client has them (`RUNOFF_*` variables, working directory, terminal width) and gives back after.
-Session configuration a command changes is restored after it. A signal from the client stops
-its command as the same signal stops a local run (the command's streaming queries and Spark jobs
-are stopped, then the interrupt is raised in its thread), and so does a client that goes away.
-Code is imported once: restart the server after changing a dataset's `transform` module.
-SIGTERM or Ctrl-C stops the server: the running command is stopped, then Spark.
+runs it locally (`jobs.cli.main`), its output relayed to the client as it is printed. Commands
+run one at a time; each borrows the client's `RUNOFF_*` variables, working directory and
+terminal for its run. Design, protocol and limits: docs/server.md.
 """
 
 from __future__ import annotations
