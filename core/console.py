@@ -1,10 +1,18 @@
-"""Terminal output shared by every command: progress lines, summaries and tables (rich)."""
+"""Terminal output shared by every command: progress lines, summaries and tables (rich).
+
+`say()` prints a permanent line; `live_status()` shows a transient status line below the
+printed ones while a block runs, on a terminal only (pipes and log files get the plain lines).
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from rich.console import Console
+from rich.live import Live
+from rich.text import Text
 
 # No `file`: rich then writes to whatever sys.stdout is at print time (pytest capture works).
 # Wide enough that progress lines and summary tables are never wrapped in Airflow task logs.
@@ -19,3 +27,52 @@ def say(message: str) -> None:
     """One progress line (flushed at once so that Airflow and pipes see it live)."""
     console.print(message)
     console.file.flush()
+
+
+@contextmanager
+def live_status(describe: Callable[[], str], refreshes_per_second: float = 4) -> Iterator[None]:
+    """While the block runs, `describe()` as one transient line, redrawn a few times a second
+    (from rich's refresh thread: `describe` must be cheap and thread-safe) below what `say()`
+    prints meanwhile; the line is erased when the block ends, however it ends.
+
+    On a terminal only, decided now from the stream the console writes to (`sys.stdout`, which
+    `runoff serve` swaps for its client's): elsewhere nothing at all is written.
+    """
+    if not console.is_terminal or console.is_dumb_terminal:
+        yield
+        return
+
+    def line() -> Text:
+        try:
+            text = Text(describe(), no_wrap=True, overflow="ellipsis", end="")
+        except Exception as exc:  # noqa: BLE001 - a status line never stops the run
+            text = Text(f"(no status: {type(exc).__name__})", end="")
+        # One screen line: rich could not erase a line the terminal wrapped.
+        text.truncate(max(_columns() - 1, 20), overflow="ellipsis")
+        return text
+
+    # rich moves the live line below each print only when the console is interactive, which it
+    # decided once, for the stream of its creation: this stream is a terminal.
+    interactive, console.is_interactive = console.is_interactive, True
+    try:
+        with Live(
+            console=console,
+            get_renderable=line,
+            refresh_per_second=refreshes_per_second,
+            transient=True,
+            redirect_stdout=False,  # `runoff serve` owns sys.stdout
+            redirect_stderr=False,
+        ) as live:
+            live.refresh()
+            yield
+    finally:
+        console.is_interactive = interactive
+
+
+def _columns() -> int:
+    """The terminal's width now, else the console's (`runoff serve`: the client's)."""
+    try:
+        columns = os.get_terminal_size(console.file.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        columns = 0
+    return columns if columns > 0 else console.width

@@ -38,6 +38,7 @@ from jobs.bronze import landing_dirs
 from tests import expected
 from tests.conftest import REPO_ROOT
 from tests.integration.test_bronze import assert_tables_hold_exactly, land
+from tests.terminal import screen_lines
 
 pytestmark = [pytest.mark.slow]
 
@@ -205,8 +206,8 @@ def test_sigterm_ends_the_run_as_interrupted_and_the_next_run_finishes(tmp_path:
 
 def test_ctrl_c_on_a_terminal_prints_one_line(tmp_path: Path) -> None:
     """Ctrl-C (SIGINT to the foreground process group of a terminal) mid-run: exit 130 and one
-    line after the last batch line; py4j's and PySpark's tracebacks go to the home's log file,
-    which the line names."""
+    line after the last batch line on the screen (the live status line erased); py4j's and
+    PySpark's tracebacks go to the home's log file, which the line names."""
     config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
     land(config, "events", files=4, seed=2)
     pid, terminal = pty.fork()
@@ -228,7 +229,7 @@ def test_ctrl_c_on_a_terminal_prints_one_line(tmp_path: Path) -> None:
             if not chunk:
                 break
             output += chunk
-            if not interrupted and b"bronze events batch 0" in output:
+            if not interrupted and b"bronze events batch 0:" in output:  # not the live line
                 os.killpg(os.getpgid(pid), signal.SIGINT)  # what the terminal does on Ctrl-C
                 interrupted = True
         _, status = os.waitpid(pid, 0)
@@ -236,7 +237,7 @@ def test_ctrl_c_on_a_terminal_prints_one_line(tmp_path: Path) -> None:
         os.close(terminal)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-    text = output.decode(errors="replace").replace("\r\n", "\n")
+    text = "\n".join(screen_lines(output))  # what the terminal shows once the run ended
     assert interrupted, text
     assert os.waitstatus_to_exitcode(status) == 130, text
     after = text[text.index("bronze events batch 0") :].splitlines()[1:]
