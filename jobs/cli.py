@@ -454,6 +454,11 @@ def _report(
         traceback.print_exception(exc)
     if isinstance(exc, RunoffError):
         return _say(f"runoff: error: {exc}", exc.exit_code)
+    from jobs.failures import explain  # a full disk, named, rather than py4j's first line
+
+    known = explain(exc)
+    if known:
+        return _say(f"runoff: error: {known}", 1)
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return _say(f"runoff: error: {type(exc).__name__}: {detail}", 1)
 

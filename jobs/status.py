@@ -4,9 +4,10 @@ Input: the dataset's Delta tables (bronze, quarantine, silver), its Structured S
 checkpoints, its landing folder and the run ledger. Output: one row per table (Delta version,
 exact row count, data files, last committed micro-batch of the checkpoint that writes it, newest
 event time, time of the last commit), the landing files not yet ingested (and the oldest of them
-by modification time), and the last runs; a rich table for people or, with `--json`, one JSON
-document whose keys are stable (absent tables report `null` versions and counts; times are
-ISO-8601 UTC strings or `null`).
+by modification time), the ingested files changed since with the backfill that re-reads each
+(`jobs.landing_changes`; read-only here: nothing is recorded), and the last runs; a rich table
+for people or, with `--json`, one JSON document whose keys are stable (absent tables report
+`null` versions and counts; times are ISO-8601 UTC strings or `null`).
 
 Freshness, per table: `newest_event_time` is the max of the table's event-time column
 (`newest_event_column`: bronze `event_time`, quarantine `_ingested_at`, windowed silver
@@ -38,6 +39,7 @@ from urllib.parse import unquote, urlparse
 
 from core.config import RunoffConfig
 from delta_tables.catalog import Catalog, Table
+from jobs.landing_changes import check_landing
 
 RUNS_SHOWN = 5
 RUN_KEYS = (
@@ -240,7 +242,9 @@ def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -
     files = landing_files(landing_dir)
     pending = pending_files(files, ingested_files(bronze_checkpoint(config, dataset)))
     oldest = oldest_file(pending)
-    last_runs = read_runs(config.runs_path, dataset)[-runs:] if runs else []
+    ledger = read_runs(config.runs_path, dataset)
+    changed = check_landing(config, dataset, runs=ledger).changed  # read-only: nothing recorded
+    last_runs = ledger[-runs:] if runs else []
     return {
         "dataset": dataset,
         "home": str(config.home),
@@ -252,6 +256,7 @@ def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -
             "pending_files": [str(p.relative_to(landing_dir)) for p in pending],
             "oldest_pending_file": str(oldest[0].relative_to(landing_dir)) if oldest else None,
             "oldest_pending_modified_at": _jsonable(oldest[1]) if oldest else None,
+            "changed_files": [c.to_json() for c in changed],
         },
         "runs": [{key: _jsonable(run.get(key)) for key in RUN_KEYS} for run in reversed(last_runs)],
     }
@@ -303,6 +308,8 @@ def render_status(doc: dict[str, Any]) -> None:
             f"(modified {_time_cell(landing['oldest_pending_modified_at'])} UTC)",
             markup=False,
         )
+    for changed in landing.get("changed_files", ()):
+        console.print(changed_file_line(doc["dataset"], changed), markup=False)
     if not doc["runs"]:
         console.print("no runs recorded yet")
         return
@@ -322,6 +329,24 @@ def render_status(doc: dict[str, Any]) -> None:
         )
     console.print(runs)
     console.file.flush()
+
+
+def changed_file_line(dataset: str, changed: dict[str, Any]) -> str:
+    """`changed after ingestion: date=.../x.json (archive, 1935 -> 2100 bytes, ...): runoff
+    backfill ...` for one entry of `landing.changed_files`."""
+    size = (
+        f"{changed['recorded_size']} -> {changed['size']} bytes"
+        if changed["recorded_size"] not in (None, changed["size"])
+        else f"{changed['size']} bytes"
+    )
+    facts = (
+        f"{changed['location']}, {size}, modified {_time_cell(changed['recorded_modified_at'])} "
+        f"-> {_time_cell(changed['modified_at'])} UTC"
+    )
+    remedy = changed["backfill"] or (
+        f"not in a date= folder: `runoff reset {dataset} --layer bronze --yes` re-ingests it"
+    )
+    return f"changed after ingestion: {changed['file']} ({facts}): {remedy}"
 
 
 def cmd_status(config: RunoffConfig, args: argparse.Namespace) -> int:

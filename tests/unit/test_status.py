@@ -188,6 +188,22 @@ def test_collect_status_reports_exact_facts(config: RunoffConfig) -> None:
     assert doc["landing"]["files"] == 4
     assert doc["landing"]["pending"] == 2
     assert doc["landing"]["pending_files"] == want["pending"]
+    # The log says the ingested files had another modification time: changed since.
+    assert [(c["file"], c["location"], c["backfill"]) for c in doc["landing"]["changed_files"]] == [
+        (
+            "date=2024-01-01/part-1.json",
+            "landing",
+            "runoff backfill events --start 2024-01-01 --end 2024-01-02",
+        ),
+        (
+            "date=2024-01-02/part-2.json",
+            "landing",
+            "runoff backfill events --start 2024-01-02 --end 2024-01-03",
+        ),
+    ]
+    assert doc["landing"]["changed_files"][0]["recorded_modified_at"] == (
+        "2023-11-14T22:13:20.000+00:00"
+    )
     assert [r["rows"] for r in doc["runs"]] == want["run_rows"]  # newest first, events only
     assert all(tuple(r) == RUN_KEYS for r in doc["runs"])
     assert [t.checkpoint for t in dataset_tables(config, "events")][:2] == [
@@ -223,6 +239,7 @@ def test_status_json_through_the_cli(
         "pending_files",
         "oldest_pending_file",
         "oldest_pending_modified_at",
+        "changed_files",
     ]
     assert [t["version"] for t in doc["tables"]] == want["versions"]
     assert doc["runs"][0]["started_at"] == "2024-01-01T06:00:00+00:00"
@@ -234,6 +251,10 @@ def test_status_table_for_people(config: RunoffConfig, capsys: pytest.CaptureFix
     out = capsys.readouterr().out
     assert "bronze_events" in out and "events_action_sliding" in out
     assert "4 files, 2 pending" in out
+    assert (
+        "changed after ingestion: date=2024-01-01/part-1.json (landing, 30 bytes, modified " in out
+    )
+    assert "runoff backfill events --start 2024-01-01 --end 2024-01-02\n" in out
     assert "last runs (newest first)" in out
 
 
@@ -249,6 +270,7 @@ def test_status_of_an_empty_home(config: RunoffConfig) -> None:
         "pending_files": [],
         "oldest_pending_file": None,
         "oldest_pending_modified_at": None,
+        "changed_files": [],
     }
     assert [
         (t["newest_event_column"], t["newest_event_time"], t["last_commit_at"])
