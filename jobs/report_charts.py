@@ -148,6 +148,16 @@ def _time_axis(axes: Any, label: str) -> None:
     axes.set_xlabel(label)
 
 
+def _within_the_calendar(axes: Any) -> None:
+    """Matplotlib's dates end with the years 1 and 9999: the margins around data near either
+    end (bronze takes event times of 0001-01-02 .. 9999-12-30) must not reach beyond them."""
+    from matplotlib.dates import date2num
+
+    left, right = axes.get_xlim()
+    first, last = date2num(pd.Timestamp("0001-01-01")), date2num(pd.Timestamp("9999-12-31"))
+    axes.set_xlim(max(left, first), min(right, last))
+
+
 def _side_legend(axes: Any, handles: list[Any] | None = None) -> None:
     """The legend as a column to the right of the plot: titles derived from a spec are long, and
     a legend beside them would overlap them."""
@@ -210,6 +220,7 @@ def line_chart(
         if is_open.any():
             axes.plot(pivot.index[is_open], values[is_open], gid=f"open-{i}", **_hollow(colour))
     _style_axes(axes, title, ylabel)
+    _within_the_calendar(axes)
     _time_axis(axes, "window start (UTC)")
     if pivot.min().min() >= 0:
         axes.set_ylim(bottom=0)

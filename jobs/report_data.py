@@ -145,12 +145,19 @@ def top_keys(labels: pd.Series, values: pd.Series, n: int) -> pd.Series:
 def window_length(spec: SilverSpec) -> pd.Timedelta:
     """The length of the table's windows (`window` of the spec)."""
     assert spec.window is not None, f"{spec.table} has no window"
-    return pd.Timedelta(seconds=interval_seconds(spec.window))
+    return _micros(interval_seconds(spec.window))
+
+
+def _micros(seconds: int) -> pd.Timedelta:
+    """A duration in microseconds, the unit of the tables' times: arithmetic with a nanosecond
+    duration would turn times into nanoseconds, which end in 2262 (bronze accepts times up to
+    9999-12-30)."""
+    return pd.Timedelta(seconds=seconds).as_unit("us")
 
 
 def window_step(spec: SilverSpec) -> pd.Timedelta:
     """The distance between consecutive window starts: the slide, or the window (tumbling)."""
-    return pd.Timedelta(seconds=interval_seconds(spec.slide)) if spec.slide else window_length(spec)
+    return _micros(interval_seconds(spec.slide)) if spec.slide else window_length(spec)
 
 
 def break_at_gaps(pivot: pd.DataFrame, step: pd.Timedelta) -> pd.DataFrame:
@@ -170,7 +177,7 @@ def watermark_time(newest_event: Any, watermark: str) -> pd.Timestamp | None:
     newest = naive_utc(newest_event)
     if newest is None:
         return None
-    return pd.Timestamp(newest) - pd.Timedelta(seconds=interval_seconds(watermark))
+    return pd.Timestamp(newest) - _micros(interval_seconds(watermark))
 
 
 def open_windows(starts: Any, length: pd.Timedelta, watermark: Any) -> pd.DatetimeIndex:

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from core.specs import SilverSpec
-from jobs.report_charts import line_segments
+from jobs.report_charts import line_chart, line_segments
 from jobs.report_data import (
     NO_REASON,
     break_at_gaps,
@@ -31,6 +31,7 @@ from jobs.report_data import (
     validation_pages,
     validation_runs,
     watermark_time,
+    window_length,
     window_series,
     window_step,
 )
@@ -154,6 +155,37 @@ def test_open_windows_end_after_the_watermark() -> None:
     assert found[0] == pd.Timestamp("2024-01-01 01:35")  # ends 01:45, after 01:43:07
     assert list(open_windows(starts, MINUTE, None)) == []
     assert watermark_time(None, "1 hour") is None
+
+
+def test_windows_at_the_end_of_the_calendar_are_charted() -> None:
+    """Bronze takes event times up to 9999-12-30: their windows stay in microseconds (the unit
+    of the tables; nanosecond times end in 2262) and the chart's margins within matplotlib's
+    years 1-9999."""
+    import pyarrow as pa
+
+    edge = datetime(9999, 12, 30, 22, tzinfo=UTC)
+    starts = [datetime(2024, 1, 1, tzinfo=UTC), edge, edge + timedelta(minutes=20)]
+    frame = pa.table(
+        {
+            "window_start": pa.array(starts, pa.timestamp("us", tz="UTC")),
+            "k": ["a", "a", "b"],
+            "n": [1, 2, 3],
+        }
+    ).to_pandas()  # as delta-rs gives a table
+    spec = SilverSpec(
+        table="t", window="1 hour", slide="20 minutes", keys=("k",), measures=(("n", "count(*)"),)
+    )
+
+    pivot, _ = window_series(frame, spec, "n")
+    mark = watermark_time(datetime(9999, 12, 30, 22, 59, 59, tzinfo=UTC), "1 hour")
+    found = open_windows(pivot.index, window_length(spec), mark)
+    svg = line_chart(pivot, "t", "n", "edge", found)
+
+    step = pd.Timedelta(minutes=20)
+    naive = [pd.Timestamp(s.replace(tzinfo=None)) for s in starts]
+    assert list(pivot.index) == [naive[0], naive[0] + step, naive[1], naive[2]]
+    assert list(found) == naive[1:]  # both end after 9999-12-30 21:59:59
+    assert 'id="edge-line-0"' in svg and 'id="edge-line-1"' in svg
 
 
 # -- runs and validations ----------------------------------------------------------------------
