@@ -15,10 +15,11 @@ Grain and trigger behaviour of `runoff_<dataset>` (the spec's `schedule`, `catch
 - A scheduled or manual run is incremental: bronze and silver are Structured Streaming jobs with
   `trigger(availableNow)` that process whatever landed since the checkpoint, then validate checks
   what changed. The run's data interval does not bound it; the checkpoint does.
-- A backfill run (`airflow backfill create ...`) runs `runoff backfill <dataset> --start --end`, a
-  bounded batch re-run of the whole UTC days that contain its data interval (see
-  `backfill_days`), then validate. It never touches the live checkpoints and is idempotent, so
-  the hourly runs of one day re-running that day leave the tables unchanged. Airflow runs the
+- A backfill run (`airflow backfill create ...`) runs `runoff backfill <dataset> --start --end`
+  with its data interval as ISO-8601 UTC times (`backfill_time`), a bounded batch re-run of
+  exactly that interval (an hourly run re-runs its hour), then validate. It never touches the
+  live checkpoints and is idempotent, and each quarantined line belongs to exactly one interval,
+  so the hourly runs of one day together re-run the day once. Airflow runs the
   runs of a backfill in parallel (up to the backfill's own `max_active_runs`, which the DAG's does
   not bound); every step has `max_active_tis_per_dag=1`, so their Spark jobs queue instead. A
   backfill holds the dataset's checkpoint locks: a scheduled run that overlaps one fails at
@@ -52,7 +53,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,7 @@ def default_home(env: Mapping[str, str] | None = None) -> str:
 def choose_route(run_type: object, full_refresh: bool) -> str:
     """The first task of a run: backfill for backfill runs, else reset or bronze.
 
-    A backfill never resets: it only rewrites its own days and leaves the checkpoints alone.
+    A backfill never resets: it only rewrites its own interval and leaves the checkpoints alone.
     """
     kind = getattr(run_type, "value", run_type)
     if kind == "backfill":
@@ -132,27 +133,15 @@ def choose_route(run_type: object, full_refresh: bool) -> str:
     return ROUTE_FULL_REFRESH if full_refresh else ROUTE_INCREMENTAL
 
 
-def backfill_days(start: datetime, end: datetime) -> tuple[date, date]:
-    """The whole UTC days [first, last) covering the data interval [start, end).
+def backfill_time(moment: datetime) -> str:
+    """A bound of a run's data interval as `runoff backfill --start/--end` takes it: ISO-8601
+    in UTC, to the microsecond when there are any (2024-01-02T05:00:00+00:00).
 
-    `runoff backfill` re-runs whole days, so an hourly run's one-hour interval widens to the day
-    that contains it: 2024-01-02T05:00/06:00 -> (2024-01-02, 2024-01-03); a daily interval maps to
-    itself. The end is exclusive, hence `end - 1 µs`. Re-running a day is idempotent, so the
-    24 hourly backfill runs of one day leave the same tables as one run.
+    The backfill re-runs exactly [data_interval_start, data_interval_end) (contiguous intervals:
+    `data_intervals`), so an hourly run re-runs its hour, not its day.
     """
-    first = start.astimezone(UTC).date()
-    if end <= start:
-        return first, first + timedelta(days=1)
-    last = (end.astimezone(UTC) - timedelta(microseconds=1)).date() + timedelta(days=1)
-    return first, last
-
-
-def backfill_start(start: datetime, end: datetime) -> str:
-    return backfill_days(start, end)[0].isoformat()
-
-
-def backfill_end(start: datetime, end: datetime) -> str:
-    return backfill_days(start, end)[1].isoformat()
+    utc = moment.astimezone(UTC)
+    return utc.isoformat(timespec="microseconds" if utc.microsecond else "seconds")
 
 
 def data_intervals(schedule: str | None) -> Any:
@@ -421,9 +410,9 @@ path. A failed task is notified through connection `${NOTIFY_CONN_ENV}` (default
 {rows}
 
 - **Backfill** (`airflow backfill create --dag-id runoff_{dataset} ...`): each backfill run
-  executes `runoff backfill {dataset} --start D1 --end D2` for the whole UTC days containing its
-  data interval (an hourly interval widens to its day), a bounded batch re-run that replaces that
-  slice of bronze and silver, is idempotent and never touches the live checkpoints.
+  executes `runoff backfill {dataset} --start T1 --end T2` for exactly its data interval (ISO-8601
+  UTC times; an hourly run re-runs its hour), a bounded batch re-run that replaces that slice of
+  bronze, quarantine and silver, is idempotent and never touches the live checkpoints.
 - **Full refresh**: trigger with param `full_refresh=true` to run
   `runoff reset {dataset} --layer all --yes` before bronze.
 - Every task is a `spark-submit` through connection `{SPARK_CONN_ID}` in pool `{SPARK_POOL}`;
@@ -524,8 +513,7 @@ def _macros() -> dict[str, Any]:
     return {
         "runoff_home_default": default_home,
         "runoff_outcome_path": outcome_path,
-        "backfill_start": backfill_start,
-        "backfill_end": backfill_end,
+        "backfill_time": backfill_time,
     }
 
 
@@ -577,7 +565,7 @@ def build_dataset_dag(
 
         @task.branch(task_id="route", pool="default_pool")
         def route(**context: Any) -> str:
-            """Backfill runs re-run their days; other runs are incremental (full refresh first)."""
+            """Backfill runs re-run their interval; others are incremental (full refresh first)."""
             return choose_route(
                 context["dag_run"].run_type, bool(context["params"]["full_refresh"])
             )
@@ -597,9 +585,9 @@ def build_dataset_dag(
             "backfill",
             dataset,
             "--start",
-            "{{ backfill_start(data_interval_start, data_interval_end) }}",
+            "{{ backfill_time(data_interval_start) }}",
             "--end",
-            "{{ backfill_end(data_interval_start, data_interval_end) }}",
+            "{{ backfill_time(data_interval_end) }}",
             inlets=[assets["landing"]],
         )
         validate = runoff_submit(

@@ -1,40 +1,55 @@
-"""`runoff backfill <dataset> --start DAY --end DAY`: idempotent re-run of the days [start, end).
+"""`runoff backfill <dataset> --start T --end T`: idempotent re-run of the event times [start, end).
 
-Input: the landing files of the interval, i.e. every file below `date=D/` for each day D in
-[start, end), found both in the landing folder and in the bronze archive (files the bronze stream
-has ingested are moved there, `jobs.bronze.landing_dirs`); when both hold the same file name the
-landing copy (the newer delivery) wins. Output: one commit per table that changed, of
-- bronze: the slice `event_date >= start AND event_date < end`, replaced (`replaceWhere`) by the
-  records of the interval's files whose event date lies in the interval, plus the slice's rows
-  that came from files outside the interval's folders (late records delivered on a later day),
-  which are kept as they are. Records of the interval's files dated outside the interval are
-  outside the slice: they are left as bronze has them (counted in the output; the generator never
-  writes such records, a file never spans midnight);
-- quarantine: every row whose `_source_file` lies in the interval's folders (quarantine is
-  partitioned by ingest date, not event date) replaced by the malformed lines of the files;
+`--start` and `--end` are dates (`2024-01-02`: midnight UTC) or ISO-8601 times (`2024-01-02T05:00`,
+naive = UTC; `Z` and offsets are converted to UTC); an empty or negative interval is refused.
+
+Input: the landing files of the interval's days, i.e. every file below `date=D/` for each UTC day
+D that [start, end) overlaps, found both in the landing folder and in the bronze archive (files
+the bronze stream has ingested are moved there, `jobs.bronze.landing_dirs`); when both hold the
+same file name the landing copy (the newer delivery) wins. A file the stream has not ingested yet
+(pending in landing) is read only when the interval covers its whole day; on a day the interval
+covers partly it is left to the stream, which ingests all of its records at once (a backfill
+that wrote one hour of it would either archive it, leaving its other hours out of bronze, or
+let the stream ingest that hour a second time). Output: one commit per table that changed, of
+- bronze: the slice `event_time >= start AND event_time < end`, replaced (`replaceWhere`, with
+  `event_date` between the interval's days first, so that only their partitions are read) by the
+  records of the files read whose event time lies in the interval, plus the slice's rows that
+  came from files outside the interval's folders (late records delivered on a later day), which
+  are kept as they are. The files' records outside the interval belong to other intervals: they
+  are left as bronze has them (those dated outside the files' own days are counted in the
+  output; the generator never writes such records, a file never spans midnight);
+- quarantine: each row belongs to exactly one interval, the one holding its *event key*: the
+  event time `jobs.bronze.parse_lines` finds in its `_raw` (re-parsed, for the table's rows as
+  for the new ones, so both agree), else (unparseable JSON, no event time, ...) midnight UTC of
+  its file's `date=D/` folder. The interval's rows from its folders are replaced by the files'
+  malformed lines keyed in the interval (one `replaceWhere` on those files' `_source_file`;
+  their rows of other intervals are written back unchanged); rows of other folders are kept. So
+  the 24 hourly backfills of a day replace each of its quarantine rows once, and a run's
+  `quarantined` counts its own interval's lines only;
 - every silver table, recomputed as a batch job from the new bronze snapshot:
   windowed tables: every window that overlaps the interval, `window_end > start AND
   window_start < end`, is replaced by the aggregate of the bronze rows with
   `event_time` in [start - window, end + window) (which holds every row of every such window,
   so the recomputed windows are complete; windows that do not overlap the interval are neither
-  read from the result nor touched). Tumbling windows align with days, so for them this is
-  exactly the windows starting in [start, end); a sliding window that straddles an edge (10
-  minutes sliding by 5: [start - 5 min, start + 5 min)) is recomputed too, from bronze rows on
-  both sides of the edge. `lines_word_counts` has no window: it is recomputed from all of bronze.
+  read from the result nor touched). A window that straddles an edge (10 minutes sliding by 5:
+  [start - 5 min, start + 5 min)) is recomputed too, from bronze rows on both sides of the edge,
+  so whatever order the intervals run in, each window ends equal to its final bronze rows.
+  `lines_word_counts` has no window: it is recomputed from all of bronze.
   Recomputed windows count every bronze row, including rows the live stream's watermark
   dropped: a backfill is how late data reaches silver.
 
 Idempotent: each table's new slice is compared with its current slice first (bronze and
 quarantine ignoring `_ingested_at`, `_batch_id` and `ingest_date`; doubles rounded to 9
-decimals) and a table whose rows would not change gets no commit, so a second run adds no
-version anywhere. Backfilled rows carry `_ingested_at` = the backfill's start and `_batch_id` =
-the last micro-batch the bronze stream had committed (0 before the first).
+decimals) and a table whose rows would not change gets no commit (nor a quality gate check:
+nothing of it is published anew), so a second run adds no version anywhere. Backfilled rows
+carry `_ingested_at` = the backfill's start and `_batch_id` = the last micro-batch the bronze
+stream had committed (0 before the first).
 
-Live streams: the checkpoints are never written. Files the bronze stream has not seen yet
-(pending in landing) are ingested here and then moved to the archive, as the stream does with
-the files it ingests, so the stream never ingests them a second time. The silver streams read
+Live streams: the checkpoints are never written. Pending files that were read (see above) are
+moved to the archive after the run, as the stream does with the files it ingests, so the stream
+never ingests them a second time. The silver streams read
 bronze with `skipChangeCommits`, so they do not see the backfill's replace commit; the silver
-tables get the recomputed windows from the backfill itself. Backfill days whose windows the
+tables get the recomputed windows from the backfill itself. Backfill intervals whose windows the
 watermark has not closed yet may be updated again by the live silver stream afterwards.
 Concurrency: the command holds the bronze checkpoint lock and every silver checkpoint lock of
 the dataset for its whole run, so no scheduled run of the dataset interleaves with it (such a
@@ -47,7 +62,7 @@ import argparse
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -85,34 +100,65 @@ _UNITS = {
 
 
 # -- the interval (pure) --------------------------------------------------------------------
+def utc_moment(value: date | datetime) -> datetime:
+    """An aware UTC datetime: a date is its midnight UTC, a naive datetime is taken as UTC."""
+    if isinstance(value, datetime):  # before `date`: a datetime is a date too
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return datetime(value.year, value.month, value.day, tzinfo=UTC)
+
+
+def is_midnight(moment: datetime) -> bool:
+    return (moment.hour, moment.minute, moment.second, moment.microsecond) == (0, 0, 0, 0)
+
+
+def moment_text(moment: datetime) -> str:
+    """`2024-01-02T05:00:00Z` (microseconds only when there are some)."""
+    spec = "microseconds" if moment.microsecond else "seconds"
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec=spec) + "Z"
+
+
 @dataclass(frozen=True)
 class Interval:
-    """Whole UTC days [start, end)."""
+    """Event times [start, end), aware UTC datetimes (naive ones are taken as UTC)."""
 
-    start: date
-    end: date
+    start: datetime
+    end: datetime
 
     def __post_init__(self) -> None:
+        # Normalized once, so that every predicate and comparison below is in UTC.
+        object.__setattr__(self, "start", utc_moment(self.start))
+        object.__setattr__(self, "end", utc_moment(self.end))
         if self.end <= self.start:
+            start, end = self.texts
             raise ConfigError(
-                f"--end {self.end.isoformat()} must be after --start {self.start.isoformat()} "
+                f"--end {end} must be after --start {start} "
                 "(the interval [start, end) would be empty)"
             )
 
     @property
+    def texts(self) -> tuple[str, str]:
+        """The bounds as people write them: dates when both are midnight UTC, else UTC times."""
+        if is_midnight(self.start) and is_midnight(self.end):
+            return self.start.date().isoformat(), self.end.date().isoformat()
+        return moment_text(self.start), moment_text(self.end)
+
+    @property
     def days(self) -> list[date]:
-        return [self.start + timedelta(days=i) for i in range((self.end - self.start).days)]
+        """The UTC days the interval overlaps: the `date=D/` folders it reads."""
+        first, last = self.start.date(), (self.end - timedelta(microseconds=1)).date()
+        return [first + timedelta(days=i) for i in range((last - first).days + 1)]
 
-    @property
-    def start_time(self) -> datetime:
-        return datetime(self.start.year, self.start.month, self.start.day, tzinfo=UTC)
+    def covers_day(self, day: date) -> bool:
+        """Whether the whole UTC day lies in the interval."""
+        midnight = utc_moment(day)
+        return self.start <= midnight and midnight + timedelta(days=1) <= self.end
 
-    @property
-    def end_time(self) -> datetime:
-        return datetime(self.end.year, self.end.month, self.end.day, tzinfo=UTC)
+    def holds(self, moment: datetime) -> bool:
+        return self.start <= utc_moment(moment) < self.end
 
     def __str__(self) -> str:
-        return f"[{self.start.isoformat()}, {self.end.isoformat()})"
+        start, end = self.texts
+        return f"[{start}, {end})"
 
 
 def parse_duration(text: str) -> timedelta:
@@ -124,26 +170,32 @@ def parse_duration(text: str) -> timedelta:
 
 
 def _sql_time(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M:%S")
+    """A Spark SQL timestamp literal of the instant, whatever the session's time zone."""
+    return f"TIMESTAMP '{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S.%f}+00:00'"
+
+
+def _sql_day(day: date) -> str:
+    return f"DATE '{day.isoformat()}'"
 
 
 def bronze_predicate(interval: Interval) -> str:
-    """The bronze slice of the interval (`replaceWhere`)."""
-    start, end = interval.start.isoformat(), interval.end.isoformat()
-    return f"event_date >= '{start}' AND event_date < '{end}'"
+    """The bronze slice of the interval (`replaceWhere`): its event times, and first the
+    partitions (`event_date`) that can hold them, so that only those are read."""
+    days = interval.days
+    return (
+        f"event_date >= {_sql_day(days[0])} AND event_date <= {_sql_day(days[-1])} AND "
+        f"event_time >= {_sql_time(interval.start)} AND event_time < {_sql_time(interval.end)}"
+    )
 
 
 def window_predicate(interval: Interval) -> str:
     """The silver windows that overlap the interval (`replaceWhere`)."""
-    return (
-        f"window_end > TIMESTAMP '{_sql_time(interval.start_time)}' AND "
-        f"window_start < TIMESTAMP '{_sql_time(interval.end_time)}'"
-    )
+    return f"window_end > {_sql_time(interval.start)} AND window_start < {_sql_time(interval.end)}"
 
 
 def window_input_range(interval: Interval, window: timedelta) -> tuple[datetime, datetime]:
     """Event times [low, high) holding every row of every window overlapping the interval."""
-    return interval.start_time - window, interval.end_time + window
+    return interval.start - window, interval.end + window
 
 
 def quarantine_predicate(source_files: Sequence[str]) -> str:
@@ -161,33 +213,89 @@ def folder_day_pattern(landing_dir: Path) -> str:
 
 
 # -- pure transforms ------------------------------------------------------------------------
+EVENT_KEY = "_event_key"  # a quarantine row's moment while it is placed in an interval
+
+
 def in_interval_folders(source_file: Column, interval: Interval, landing_dir: Path) -> Column:
-    """True for rows whose `_source_file` lies in a `date=D/` folder with D in the interval."""
+    """True for rows whose `_source_file` lies in a `date=D/` folder of a day of the interval."""
     from pyspark.sql import functions as F
 
     day = F.regexp_extract(source_file, folder_day_pattern(landing_dir), 1)
-    return (day != "") & (day >= interval.start.isoformat()) & (day < interval.end.isoformat())
+    first, last = interval.days[0].isoformat(), interval.days[-1].isoformat()
+    return (day != "") & (day >= first) & (day <= last)
 
 
-def in_interval_dates(event_date: Column, interval: Interval) -> Column:
+def in_interval_days(event_date: Column, interval: Interval) -> Column:
     from pyspark.sql import functions as F
 
-    return (event_date >= F.lit(interval.start)) & (event_date < F.lit(interval.end))
+    return (event_date >= F.lit(interval.days[0])) & (event_date <= F.lit(interval.days[-1]))
+
+
+def in_interval_times(moment: Column, interval: Interval) -> Column:
+    from pyspark.sql import functions as F
+
+    return (moment >= F.lit(interval.start)) & (moment < F.lit(interval.end))
+
+
+def in_slice(interval: Interval) -> Column:
+    """The bronze slice of the interval (as `bronze_predicate`): the partitions, then the times."""
+    from pyspark.sql import functions as F
+
+    return in_interval_days(F.col("event_date"), interval) & in_interval_times(
+        F.col("event_time"), interval
+    )
 
 
 def bronze_slice(
     fresh: DataFrame, current: DataFrame, interval: Interval, landing_dir: Path
 ) -> DataFrame:
-    """The new bronze slice: fresh rows of the interval's files dated in the interval, plus the
+    """The new bronze slice: fresh rows of the interval's files timed in the interval, plus the
     current slice's rows from files outside the interval's folders (kept unchanged)."""
     from pyspark.sql import functions as F
 
-    new = fresh.where(in_interval_dates(F.col("event_date"), interval))
+    new = fresh.where(in_slice(interval))
     kept = current.where(
-        in_interval_dates(F.col("event_date"), interval)
-        & ~in_interval_folders(F.col("_source_file"), interval, landing_dir)
+        in_slice(interval) & ~in_interval_folders(F.col("_source_file"), interval, landing_dir)
     )
     return new.unionByName(kept)
+
+
+def folder_midnight(source_file: Column, landing_dir: Path) -> Column:
+    """Midnight UTC of the `date=D/` folder of a file below `landing_dir`; null elsewhere."""
+    from pyspark.sql import functions as F
+
+    day = F.regexp_extract(source_file, folder_day_pattern(landing_dir), 1)
+    # try_: a folder such as date=2024-02-30 matches the pattern but is no day (null, not a
+    # failed run); the explicit zone makes it UTC whatever the session's time zone.
+    midnight = F.try_to_timestamp(F.concat(day, F.lit(" +00:00")), F.lit("yyyy-MM-dd XXX"))
+    return F.when(day != "", midnight)
+
+
+def with_event_key(rows: DataFrame, dataset: Dataset, landing_dir: Path) -> DataFrame:
+    """Quarantine rows with `EVENT_KEY`: the moment whose interval the row belongs to.
+
+    The event time `jobs.bronze.parse_lines` finds when it parses the row's `_raw` again (as
+    the line of its `_source_file`), else midnight UTC of the file's `date=D/` folder. A
+    function of (`_raw`, `_source_file`) only, so a row of the table and the same line read
+    again by a backfill always get the same key: each distinct pair is parsed once and joined
+    back.
+    """
+    from pyspark.sql import functions as F
+
+    from jobs.bronze import parse_lines
+
+    lines = rows.select(F.col("_raw").alias("value"), F.col("_source_file")).distinct()
+    # `_raw` is valid UTF-8 (bronze replaced invalid bytes), so parse_lines gives it back as is.
+    times = parse_lines(lines, dataset).select(
+        F.col("_raw").alias("_key_raw"),
+        F.col("_source_file").alias("_key_file"),
+        F.col("event_time").alias("_key_time"),
+    )
+    same_line = F.col("_raw").eqNullSafe(F.col("_key_raw")) & F.col("_source_file").eqNullSafe(
+        F.col("_key_file")
+    )
+    key = F.coalesce(F.col("_key_time"), folder_midnight(F.col("_source_file"), landing_dir))
+    return rows.join(times, same_line, "left").select(*rows.columns, key.alias(EVENT_KEY))
 
 
 def recompute_windows(
@@ -204,19 +312,16 @@ def recompute_windows(
         & (F.col("event_time") >= F.lit(low))
         & (F.col("event_time") < F.lit(high))
     )
-    result = aggregate.transform(rows, watermark)
-    return result.where(
-        (F.col("window_end") > F.lit(interval.start_time))
-        & (F.col("window_start") < F.lit(interval.end_time))
-    )
+    return current_windows(aggregate.transform(rows, watermark), interval)
 
 
 def current_windows(silver: DataFrame, interval: Interval) -> DataFrame:
+    """The windows of a silver table (or result) that overlap the interval."""
     from pyspark.sql import functions as F
 
     return silver.where(
-        (F.col("window_end") > F.lit(interval.start_time))
-        & (F.col("window_start") < F.lit(interval.end_time))
+        (F.col("window_end") > F.lit(interval.start))
+        & (F.col("window_start") < F.lit(interval.end))
     )
 
 
@@ -287,15 +392,32 @@ class IntervalFile:
     relative: Path  # below the landing dir, e.g. date=2024-01-01/part-0.json
     location: Path  # the file to read (landing or archive)
     archived: bool
+    day: date  # of its `date=` folder
+
+    def pending(self, ingested: Collection[str]) -> bool:
+        """In landing and not ingested by the bronze stream yet (`ingested`: real paths)."""
+        return not self.archived and os.path.realpath(self.location) not in ingested
 
 
-def interval_files(config: RunoffConfig, dataset: str, interval: Interval) -> list[IntervalFile]:
+@dataclass(frozen=True)
+class Folders:
+    """Where a dataset's landing files are: not ingested yet, and archived
+    (`jobs.bronze.landing_dirs`; looked up once per run, it loads the catalog)."""
+
+    landing: Path
+    archive: Path
+
+    @classmethod
+    def of(cls, config: RunoffConfig, dataset: str) -> Folders:
+        from jobs.bronze import landing_dirs
+
+        return cls(*landing_dirs(config, dataset))
+
+
+def interval_files(folders: Folders, interval: Interval) -> list[IntervalFile]:
     """The interval's files from the landing folder and the archive (landing wins)."""
-    from jobs.bronze import landing_dirs
-
-    landing, archive = landing_dirs(config, dataset)
     found: dict[Path, IntervalFile] = {}
-    for root, archived in ((archive, True), (landing, False)):
+    for root, archived in ((folders.archive, True), (folders.landing, False)):
         for day in interval.days:
             folder = root / f"date={day.isoformat()}"
             if not folder.is_dir():
@@ -303,8 +425,27 @@ def interval_files(config: RunoffConfig, dataset: str, interval: Interval) -> li
             for path in sorted(folder.rglob("*")):
                 relative = path.relative_to(root)
                 if path.is_file() and is_data_file(relative):
-                    found[relative] = IntervalFile(relative, path, archived)
+                    found[relative] = IntervalFile(relative, path, archived, day)
     return [found[k] for k in sorted(found)]
+
+
+def files_to_read(
+    files: Sequence[IntervalFile], interval: Interval, ingested: Collection[str]
+) -> tuple[list[IntervalFile], list[IntervalFile]]:
+    """(the files the backfill reads, the pending files it leaves to the stream).
+
+    A pending file is read only when the interval covers its whole day: the backfill then
+    writes all of its records and archives it. On a day the interval covers partly, writing
+    the interval's records of a pending file would leave a choice between archiving it (its
+    other records never reach bronze) and leaving it (the stream ingests the interval's records
+    a second time); the stream ingests it whole instead.
+    """
+    read: list[IntervalFile] = []
+    left: list[IntervalFile] = []
+    for f in files:
+        waits = f.pending(ingested) and not interval.covers_day(f.day)
+        (left if waits else read).append(f)
+    return read, left
 
 
 def strip_segments_pattern(segments: int) -> str:
@@ -313,7 +454,7 @@ def strip_segments_pattern(segments: int) -> str:
 
 
 def read_interval_lines(
-    spark: SparkSession, config: RunoffConfig, dataset: str, files: Sequence[IntervalFile]
+    spark: SparkSession, folders: Folders, files: Sequence[IntervalFile]
 ) -> DataFrame:
     """The lines of `files` as `jobs.bronze.RAW_SCHEMA`, `_source_file` = the landing URI.
 
@@ -323,7 +464,7 @@ def read_interval_lines(
     """
     from pyspark.sql import functions as F
 
-    from jobs.bronze import RAW_SCHEMA, archive_dir
+    from jobs.bronze import RAW_SCHEMA
 
     def lines(paths: list[str]) -> DataFrame:
         return (
@@ -343,25 +484,23 @@ def read_interval_lines(
         frame = frame.unionByName(lines(in_landing))
     archived = [str(f.location) for f in files if f.archived]
     if archived:
-        landing_root = _landing(config, dataset).absolute()
+        landing_root = folders.landing.absolute()
         # archive_dir = <archive root><absolute landing dir>: the root's segments come first.
-        segments = len(archive_dir(config, dataset).parts) - len(landing_root.parts)
+        segments = len(folders.archive.parts) - len(landing_root.parts)
         as_landing = F.regexp_replace("_source_file", strip_segments_pattern(segments), "$1")
         frame = frame.unionByName(lines(archived).withColumn("_source_file", as_landing))
     return frame
 
 
-def archive_pending(config: RunoffConfig, dataset: str, files: Sequence[IntervalFile]) -> int:
-    """Move the interval's files the bronze stream has not ingested into the archive."""
-    from jobs.bronze import archive_dir
-
-    seen = ingested_files(bronze_checkpoint(config, dataset))
-    archive = archive_dir(config, dataset)
+def archive_pending(
+    folders: Folders, files: Sequence[IntervalFile], ingested: Collection[str]
+) -> int:
+    """Move the files read that the bronze stream has not ingested into the archive."""
     moved = 0
     for f in files:
-        if f.archived or os.path.realpath(f.location) in seen:
+        if not f.pending(ingested):
             continue
-        target = archive / f.relative
+        target = folders.archive / f.relative
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(f.location, target)
         moved += 1
@@ -412,22 +551,54 @@ def _replace(
     writer.save(str(path))
 
 
-def replace_slice(
-    name: str,
-    path: Path,
-    new: DataFrame,
-    current: DataFrame | None,
-    replace_where: str | None,
-    ignore: Sequence[str] = (),
-    partition_by: Sequence[str] = (),
-) -> TableChange:
-    """Commit `new` in place of `current` (the table's slice) unless they hold the same rows."""
+@dataclass(frozen=True)
+class Replacement:
+    """A table's new slice compared with its current one (`compare`); `commit` writes it."""
+
+    table: str
+    path: Path
+    new: DataFrame
+    version_before: int
+    diff: SliceDiff
+    exists: bool  # the table has a current slice to compare with
+
+    @property
+    def changed(self) -> bool:
+        return not self.diff.same if self.exists else self.diff.new_rows > 0
+
+
+def compare(
+    table: str, path: Path, new: DataFrame, current: DataFrame | None, ignore: Sequence[str] = ()
+) -> Replacement:
+    """Whether `new` would change the table's slice `current` (None: no table yet): one job."""
     before = table_version(path)
-    diff = diff_slices(new, current, ignore)
-    changed = diff.new_rows > 0 if current is None else not diff.same
-    if changed:
-        _replace(new, path, replace_where, partition_by)
-    return TableChange(name, before, table_version(path), diff.new_rows, changed)
+    return Replacement(
+        table, path, new, before, diff_slices(new, current, ignore), current is not None
+    )
+
+
+def commit(
+    replacement: Replacement,
+    replace_where: str | None,
+    partition_by: Sequence[str] = (),
+    write: DataFrame | None = None,
+) -> TableChange:
+    """Commit the new slice in place of the current one if it changes the table (else nothing).
+
+    `write`: what replaces the rows `replace_where` selects when that is more than the slice
+    (the new slice plus the selected rows outside it, written back unchanged); default the new
+    slice.
+    """
+    if replacement.changed:
+        rows = replacement.new if write is None else write
+        _replace(rows, replacement.path, replace_where, partition_by)
+    return TableChange(
+        replacement.table,
+        replacement.version_before,
+        table_version(replacement.path),
+        replacement.diff.new_rows,
+        replacement.changed,
+    )
 
 
 # -- the job ----------------------------------------------------------------------------------
@@ -516,57 +687,85 @@ def _backfill(
     done: Callable[[TableChange], None],
 ) -> None:
     """The run's work, under the dataset's checkpoint locks: every table's new rows pass its
-    gate (`quality.gate`) before they replace its slice."""
+    gate (`quality.gate`) before they replace its slice; a slice that does not change is
+    neither checked nor written (nothing of it is published anew)."""
+    from pyspark.sql import functions as F
+
     from jobs.bronze import good_rows, parse_lines, quarantine_rows
 
     name, record = dataset.name, result.record
-    files = interval_files(config, name, interval)
+    folders = Folders.of(config, name)
+    checkpoint = bronze_checkpoint(config, name)
+    ingested = ingested_files(checkpoint)
+    files, left = files_to_read(interval_files(folders, interval), interval, ingested)
     record.files = len(files)
     archived = sum(f.archived for f in files)
     report(
         f"backfill {name} {interval}: {len(files)} landing files "
         f"({archived} archived, {len(files) - archived} in landing)"
+        + (
+            f"; {len(left)} not ingested yet on days the interval covers partly: "
+            f"left to `runoff bronze {name}`"
+            if left
+            else ""
+        )
     )
+    record.details["files_left_to_bronze"] = len(left)
     if spark is None:
         from jobs.spark import get_spark
 
         spark = get_spark(app_name=f"runoff-backfill-{name}", config=config)
     if not files:
-        refuse_empty_interval(spark, config, name, interval)
+        refuse_empty_interval(spark, config, name, interval, folders)
     ingested_at = datetime.now(UTC)
-    batch_id = max(last_batch_id(bronze_checkpoint(config, name)) or 0, 0)
-    raw = read_interval_lines(spark, config, name, files)
+    batch_id = max(last_batch_id(checkpoint) or 0, 0)
+    raw = read_interval_lines(spark, folders, files)
     parsed = parse_lines(raw, dataset).persist()
     fresh = good_rows(parsed, dataset, batch_id, ingested_at).persist()
+    # The malformed lines that belong to the interval (see `with_event_key`).
+    bad = (
+        with_event_key(quarantine_rows(parsed, batch_id, ingested_at), dataset, folders.landing)
+        .where(in_interval_times(F.col(EVENT_KEY), interval))
+        .drop(EVENT_KEY)
+        .persist()
+    )
     try:
-        inside, outside = count_by_interval(fresh, interval)
-        record.rows = inside
-        record.details["records_outside_interval"] = outside
-        if outside:
+        counts = count_by_interval(fresh, interval)
+        record.rows = counts.inside
+        record.details["records_outside_interval"] = counts.outside
+        if counts.outside_days:
             report(
-                f"backfill {name}: {outside} records of the interval's files are dated "
-                f"outside {interval}: left as bronze has them"
+                f"backfill {name}: {counts.outside_days} records of the interval's files are "
+                f"dated outside their folders' days: left as bronze has them"
             )
-        bad = quarantine_rows(parsed, batch_id, ingested_at)
-        gates[f"bronze_{name}"].check(fresh, batch_id, inside + outside)
-        gates[f"quarantine_{name}"].check(bad, batch_id, bad.count())
-        done(replace_bronze(spark, config, name, interval, fresh))
-        done(replace_quarantine(spark, config, name, interval, bad))
-        record.quarantined = result.changes[-1].rows
+        bronze = compare_bronze(spark, config, name, interval, fresh, folders.landing)
+        quarantine = compare_quarantine(spark, config, dataset, interval, bad, folders.landing)
+        record.quarantined = quarantine.replacement.diff.new_rows
+        try:
+            # The gate: what both tables would get is checked before either is written.
+            for replacement in (bronze, quarantine.replacement):
+                if replacement.changed:
+                    gate = gates[replacement.table]
+                    gate.check(replacement.new, batch_id, replacement.diff.new_rows)
+            done(commit(bronze, bronze_predicate(interval), ("event_date",)))
+            done(quarantine.commit(interval))
+        finally:
+            quarantine.release()
     finally:
+        bad.unpersist()
         fresh.unpersist()
         parsed.unpersist()
-    record.details["archived_files"] = archive_pending(config, name, files)
+    record.details["archived_files"] = archive_pending(folders, files, ingested)
     bronze_version = table_version(config.bronze_path(name))
     if bronze_version < 0:
         report(f"backfill {name}: no bronze table yet: silver left alone")
     else:
         # Silver from the bronze snapshot just written (not whatever comes later).
-        bronze = _read(spark, config.bronze_path(name), bronze_version)
-        near = bronze_near(bronze, dataset, interval).persist()
+        table = _read(spark, config.bronze_path(name), bronze_version)
+        near = bronze_near(table, dataset, interval).persist()
         try:
             for aggregate in dataset.aggregates:
-                source = near if aggregate.window is not None else bronze
+                source = near if aggregate.window is not None else table
                 gate = gates[aggregate.table]
                 change = replace_silver(
                     spark, config, dataset, aggregate, source, interval, gate, batch_id
@@ -579,16 +778,29 @@ def _backfill(
     }
 
 
-def count_by_interval(fresh: DataFrame, interval: Interval) -> tuple[int, int]:
-    """(rows dated inside the interval, rows dated outside it), in one Spark job."""
+@dataclass(frozen=True)
+class RecordCounts:
+    """Records of the files read: in the interval, outside it, and outside the files' days."""
+
+    inside: int
+    outside: int
+    outside_days: int
+
+
+def count_by_interval(fresh: DataFrame, interval: Interval) -> RecordCounts:
+    """The records of the files read by where their event time lies, in one Spark job."""
     from pyspark.sql import functions as F
 
-    inside = in_interval_dates(F.col("event_date"), interval)
+    inside = in_slice(interval)
+    days = in_interval_days(F.col("event_date"), interval)
     row = fresh.agg(
         F.count(F.when(inside, 1)).alias("inside"),
         F.count(F.when(~inside | inside.isNull(), 1)).alias("outside"),
+        F.count(F.when(~days | days.isNull(), 1)).alias("outside_days"),
     ).first()
-    return (int(row["inside"]), int(row["outside"])) if row else (0, 0)
+    if row is None:
+        return RecordCounts(0, 0, 0)
+    return RecordCounts(int(row["inside"]), int(row["outside"]), int(row["outside_days"]))
 
 
 def bronze_near(bronze: DataFrame, dataset: Dataset, interval: Interval) -> DataFrame:
@@ -604,14 +816,8 @@ def bronze_near(bronze: DataFrame, dataset: Dataset, interval: Interval) -> Data
     )
 
 
-def _landing(config: RunoffConfig, dataset: str) -> Path:
-    from delta_tables.catalog import Catalog
-
-    return Catalog.load(config).landing_dir(dataset)
-
-
 def refuse_empty_interval(
-    spark: SparkSession, config: RunoffConfig, dataset: str, interval: Interval
+    spark: SparkSession, config: RunoffConfig, dataset: str, interval: Interval, folders: Folders
 ) -> None:
     """No files for the interval anywhere: refuse rather than empty its bronze slice."""
     from pyspark.sql import functions as F
@@ -619,13 +825,10 @@ def refuse_empty_interval(
     path = config.bronze_path(dataset)
     if table_version(path) < 0:
         return
-    landing = _landing(config, dataset)
+    landing = folders.landing
     rows = (
         _read(spark, path)
-        .where(
-            in_interval_dates(F.col("event_date"), interval)
-            & in_interval_folders(F.col("_source_file"), interval, landing)
-        )
+        .where(in_slice(interval) & in_interval_folders(F.col("_source_file"), interval, landing))
         .count()
     )
     if rows:
@@ -636,63 +839,87 @@ def refuse_empty_interval(
         )
 
 
-def replace_bronze(
-    spark: SparkSession, config: RunoffConfig, dataset: str, interval: Interval, fresh: DataFrame
-) -> TableChange:
-    """Replace the bronze slice of the interval (see `bronze_slice`)."""
-    from pyspark.sql import functions as F
-
-    path = config.bronze_path(dataset)
-    version = table_version(path)
-    if version < 0:
-        current = None
-        new = fresh.where(in_interval_dates(F.col("event_date"), interval))
-    else:
-        table = _read(spark, path, version)
-        current = table.where(in_interval_dates(F.col("event_date"), interval))
-        new = bronze_slice(fresh, current, interval, _landing(config, dataset))
-    return replace_slice(
-        f"bronze_{dataset}",
-        path,
-        new,
-        current,
-        bronze_predicate(interval),
-        BRONZE_RUN_COLUMNS,
-        ("event_date",),
-    )
-
-
-def replace_quarantine(
+def compare_bronze(
     spark: SparkSession,
     config: RunoffConfig,
     dataset: str,
     interval: Interval,
-    bad: DataFrame,
-) -> TableChange:
-    """Replace the quarantine rows of the interval's folders by the files' malformed lines."""
-    from pyspark.sql import functions as F
-
-    path = config.quarantine_path(dataset)
-    landing = _landing(config, dataset)
-    new_files = {r["_source_file"] for r in bad.select("_source_file").distinct().collect()}
+    fresh: DataFrame,
+    landing: Path,
+) -> Replacement:
+    """The bronze slice of the interval (see `bronze_slice`) against the table's."""
+    path = config.bronze_path(dataset)
     version = table_version(path)
     if version < 0:
-        return replace_slice(f"quarantine_{dataset}", path, bad, None, None, (), ("ingest_date",))
-    current_slice = _read(spark, path, version).where(
+        current = None
+        new = fresh.where(in_slice(interval))
+    else:
+        current = _read(spark, path, version).where(in_slice(interval))
+        new = bronze_slice(fresh, current, interval, landing)
+    return compare(f"bronze_{dataset}", path, new, current, BRONZE_RUN_COLUMNS)
+
+
+@dataclass
+class QuarantineReplacement:
+    """The quarantine rows of the interval against the table's, and what a commit rewrites:
+    `keyed` holds the table's rows of the interval's folders with their `EVENT_KEY`."""
+
+    replacement: Replacement
+    keyed: DataFrame | None
+
+    def commit(self, interval: Interval) -> TableChange:
+        """One `replaceWhere` on the `_source_file` of the interval's rows, old and new; the
+        other rows of those files go back as they are."""
+        from pyspark.sql import functions as F
+
+        partition_by = ("ingest_date",)
+        if self.keyed is None or not self.replacement.changed:  # no table yet, or nothing to do
+            return commit(self.replacement, None, partition_by)
+        bad = self.replacement.new
+        inside = in_interval_times(F.col(EVENT_KEY), interval)
+        current = self.keyed.where(inside).select("_source_file")
+        touched = current.unionByName(bad.select("_source_file")).distinct().collect()
+        files = sorted(r["_source_file"] for r in touched)
+        # Rows of those files outside the interval (a null key too: no interval holds it).
+        others = self.keyed.where(
+            F.col("_source_file").isin(files) & F.coalesce(~inside, F.lit(True))
+        ).drop(EVENT_KEY)
+        return commit(
+            self.replacement,
+            quarantine_predicate(files),
+            partition_by,
+            write=bad.unionByName(others),
+        )
+
+    def release(self) -> None:
+        if self.keyed is not None:
+            self.keyed.unpersist()
+
+
+def compare_quarantine(
+    spark: SparkSession,
+    config: RunoffConfig,
+    dataset: Dataset,
+    interval: Interval,
+    bad: DataFrame,
+    landing: Path,
+) -> QuarantineReplacement:
+    """`bad` (the malformed lines of the files read that belong to the interval) against the
+    table's rows of the interval: those of the interval's folders whose event key
+    (`with_event_key`) lies in it. Rows of files outside the folders are never touched."""
+    from pyspark.sql import functions as F
+
+    table = f"quarantine_{dataset.name}"
+    path = config.quarantine_path(dataset.name)
+    version = table_version(path)
+    if version < 0:
+        return QuarantineReplacement(compare(table, path, bad, None), None)
+    folders = _read(spark, path, version).where(
         in_interval_folders(F.col("_source_file"), interval, landing)
     )
-    old_files = {
-        r["_source_file"] for r in current_slice.select("_source_file").distinct().collect()
-    }
-    return replace_slice(
-        f"quarantine_{dataset}",
-        path,
-        bad,
-        current_slice,
-        quarantine_predicate(sorted(old_files | new_files)),
-        QUARANTINE_RUN_COLUMNS,
-        ("ingest_date",),
-    )
+    keyed = with_event_key(folders, dataset, landing).persist()  # compared, then maybe written
+    current = keyed.where(in_interval_times(F.col(EVENT_KEY), interval)).drop(EVENT_KEY)
+    return QuarantineReplacement(compare(table, path, bad, current, QUARANTINE_RUN_COLUMNS), keyed)
 
 
 def replace_silver(
@@ -706,7 +933,7 @@ def replace_silver(
     batch_id: int = 0,
 ) -> TableChange:
     """Recompute one silver table's windows of the interval (or all of it, without windows);
-    `gate` checks the recomputed rows first."""
+    `gate` checks the recomputed rows first when they change the table."""
     path = config.silver_path(aggregate.table)
     exists = table_version(path) >= 0
     if aggregate.window is None:
@@ -717,16 +944,12 @@ def replace_silver(
         new = recompute_windows(bronze, aggregate, dataset.watermark, interval)
         current = current_windows(_read(spark, path), interval) if exists else None
         replace_where = window_predicate(interval)
-    if gate is None:
-        return replace_slice(
-            aggregate.table, path, new, current, replace_where, partition_by=aggregate.partition_by
-        )
-    new = new.persist()  # counted, checked, compared and written
+    new = new.persist()  # compared, then maybe checked and written
     try:
-        gate.check(new, batch_id, new.count())
-        return replace_slice(
-            aggregate.table, path, new, current, replace_where, partition_by=aggregate.partition_by
-        )
+        replacement = compare(aggregate.table, path, new, current)
+        if gate is not None and replacement.changed:
+            gate.check(new, batch_id, replacement.diff.new_rows)
+        return commit(replacement, replace_where, aggregate.partition_by)
     finally:
         new.unpersist()
 

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -396,28 +396,24 @@ def test_route_task_chooses_backfill_for_backfill_runs(
 
 
 @pytest.mark.parametrize(
-    ("start", "end", "days"),
+    ("moment", "text"),
     [
-        # an hourly run widens to the day that contains it
-        ("2024-01-02T05:00:00+00:00", "2024-01-02T06:00:00+00:00", ("2024-01-02", "2024-01-03")),
-        # the last hour of a day still belongs to that day (the end is exclusive)
-        ("2024-01-02T23:00:00+00:00", "2024-01-03T00:00:00+00:00", ("2024-01-02", "2024-01-03")),
-        # a daily interval maps to itself, two days to two days
-        ("2024-01-02T00:00:00+00:00", "2024-01-03T00:00:00+00:00", ("2024-01-02", "2024-01-03")),
-        ("2024-01-02T00:00:00+00:00", "2024-01-04T00:00:00+00:00", ("2024-01-02", "2024-01-04")),
-        # an interval crossing midnight covers both days
-        ("2024-01-02T23:30:00+00:00", "2024-01-03T00:30:00+00:00", ("2024-01-02", "2024-01-04")),
-        # days are UTC days: 2024-01-03T01:00+02:00 is 2024-01-02T23:00Z
-        ("2024-01-03T01:00:00+02:00", "2024-01-03T02:00:00+02:00", ("2024-01-02", "2024-01-03")),
-        # an empty interval still re-runs its day
-        ("2024-01-02T05:00:00+00:00", "2024-01-02T05:00:00+00:00", ("2024-01-02", "2024-01-03")),
+        # an hourly run's bounds pass as they are: the backfill re-runs exactly its hour
+        (pendulum.datetime(2024, 1, 2, 5, tz="UTC"), "2024-01-02T05:00:00+00:00"),
+        (datetime(2024, 1, 3, tzinfo=UTC), "2024-01-03T00:00:00+00:00"),
+        # in UTC: 2024-01-03T01:00+02:00 is 2024-01-02T23:00Z
+        (pendulum.datetime(2024, 1, 3, 1, tz="Etc/GMT-2"), "2024-01-02T23:00:00+00:00"),
+        (datetime(2024, 1, 3, 1, tzinfo=timezone(timedelta(hours=2))), "2024-01-02T23:00:00+00:00"),
+        # sub-second bounds are kept
+        (datetime(2024, 1, 2, 5, 0, 0, 250, tzinfo=UTC), "2024-01-02T05:00:00.000250+00:00"),
     ],
 )
-def test_backfill_days(start: str, end: str, days: tuple[str, str]) -> None:
-    from dags.factory import backfill_days
+def test_backfill_time_is_the_interval_bound_in_utc(moment: datetime, text: str) -> None:
+    from dags.factory import backfill_time
+    from jobs.cli import iso_datetime
 
-    first, last = backfill_days(datetime.fromisoformat(start), datetime.fromisoformat(end))
-    assert (first, last) == (date.fromisoformat(days[0]), date.fromisoformat(days[1]))
+    assert backfill_time(moment) == text
+    assert iso_datetime(text) == moment  # what `runoff backfill --start/--end` reads back
 
 
 # -- rendered spark-submit commands ----------------------------------------------------------
@@ -451,7 +447,17 @@ def _render(dag: Any, task_id: str, start: datetime, end: datetime) -> Any:
         ("silver", ["silver", "events"]),
         ("validate", ["validate", "events"]),
         ("reset", ["reset", "events", "--layer", "all", "--yes"]),
-        ("backfill", ["backfill", "events", "--start", "2024-01-02", "--end", "2024-01-03"]),
+        (
+            "backfill",
+            [
+                "backfill",
+                "events",
+                "--start",
+                "2024-01-02T05:00:00+00:00",
+                "--end",
+                "2024-01-02T06:00:00+00:00",
+            ],
+        ),
     ],
 )
 def test_rendered_spark_submit_command(

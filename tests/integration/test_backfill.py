@@ -12,6 +12,12 @@ outside the interval). A backfill of the first two days must leave
 and a second run must change nothing (no new version, same rows, same checkpoint bytes).
 Afterwards the live streams go on: bronze ingests only the third day's new file (the backfill's
 new files are not ingested twice) and silver ends equal to expected.py over all records.
+
+Hourly intervals: the 48 hours of two days backfilled one by one, in process, as an hourly
+DAG's backfill runs them: each commits at most once per table (Delta history), rewrites only its
+hour (every other row keeps every column), counts only its hour's quarantined lines (the rule
+restated here: a line's event time, else its folder's midnight), and the tables end equal to
+expected.py; a second pass commits nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +125,7 @@ def quarantine_keys(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
 
 
 def overlaps(row: dict[str, Any], interval: Interval) -> bool:
-    return bool(row["window_end"] > interval.start_time and row["window_start"] < interval.end_time)
+    return bool(row["window_end"] > interval.start and row["window_start"] < interval.end)
 
 
 def silver_rows(path: Path) -> list[dict[str, Any]]:
@@ -176,7 +182,7 @@ def test_backfill_replaces_exactly_the_interval_and_is_idempotent(
     day3_new = generate_dataset(config, dataset, start=at(DAY3, 15, 0), seed=5, files=1)
     assert day3_new[0].path.is_file()
 
-    interval = Interval(DAY1, DAY3)
+    interval = Interval(at(DAY1, 0, 0), at(DAY3, 0, 0))
     before_bronze = rows_of(bronze)
     before_quarantine = rows_of(quarantine)
     before_silver = {t: rows_of(p) for t, p in silver.items()}
@@ -291,7 +297,7 @@ def bronze_records_outside(
 ) -> list[tuple[Any, ...]]:
     picked = []
     for row in rows:
-        if not interval.start <= row["event_date"] < interval.end:
+        if not interval.holds(row["event_time"]):
             picked.append(
                 tuple(uri_to_path(row[c]) if c == "_source_file" else row[c] for c in columns)
             )
@@ -350,3 +356,180 @@ def test_backfill_recomputes_word_counts_and_refuses_to_empty_days(
     assert version_of(config.bronze_path(dataset)) == bronze_version
     (failed,) = [r for r in read_runs(config.runs_path, dataset) if r["status"] == "failed"]
     assert failed["layer"] == "backfill"
+
+
+# -- hourly intervals -------------------------------------------------------------------------
+EVENTS_SILVER = ("events_action_hourly", "events_action_sliding")
+RECORD_COLUMNS = ["time", "action", "event_time", "event_date", "_source_file"]
+
+
+def missing_action(moment: datetime) -> bytes:
+    """A malformed events line that still has an event time."""
+    return json.dumps({"time": int(moment.timestamp())}).encode()
+
+
+def hourly(days: list[date]) -> list[Interval]:
+    return [
+        Interval(at(d, h, 0), at(d, h, 0) + timedelta(hours=1)) for d in days for h in range(24)
+    ]
+
+
+def event_key(raw: bytes, source: Path | str) -> datetime | None:
+    """The quarantine's interval rule restated for events: the line's `time` (epoch seconds)
+    when it is a JSON object with an integer `time`, else midnight UTC of its `date=` folder."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if isinstance(value, dict) and type(value.get("time")) is int:
+        return expected.EPOCH + timedelta(seconds=value["time"])
+    day = expected.folder_date(Path(source))
+    return at(day, 0, 0) if day is not None else None
+
+
+def versions(config: RunoffConfig) -> dict[str, int]:
+    paths = {
+        "bronze_events": config.bronze_path("events"),
+        "quarantine_events": config.quarantine_path("events"),
+        **{t: config.silver_path(t) for t in EVENTS_SILVER},
+    }
+    return {t: version_of(p) for t, p in paths.items()}
+
+
+def table_path(config: RunoffConfig, table: str) -> Path:
+    if table == "bronze_events":
+        return config.bronze_path("events")
+    if table == "quarantine_events":
+        return config.quarantine_path("events")
+    return config.silver_path(table)
+
+
+def in_hour(table: str, row: dict[str, Any], hour: Interval) -> bool:
+    """Whether a row of `table` lies in the slice a backfill of `hour` may rewrite."""
+    if table == "bronze_events":
+        return hour.holds(row["event_time"])
+    if table == "quarantine_events":
+        key = event_key(row["_raw"].encode(), uri_to_path(row["_source_file"]))
+        return key is not None and hour.holds(key)
+    return overlaps(row, hour)
+
+
+def test_hourly_backfills_replace_only_their_hour_and_count_each_quarantined_line_once(
+    spark: Any, config: RunoffConfig, home: Path
+) -> None:
+    """48 hourly intervals over two days, as an hourly DAG's backfill runs them, in process."""
+    from jobs.backfill import run_backfill
+
+    landing = config.landing_dir("events")
+    day1, day2 = landing / "date=2024-01-01" / "a.json", landing / "date=2024-01-02" / "b.json"
+    late = landing / "date=2024-01-03" / "late.json"
+    day1_lines = [
+        event(at(DAY1, 0, 2), "Open"),  # in the sliding window straddling midnight
+        event(at(DAY1, 4, 58), "Close"),  # with 05:03: a window straddling 05:00
+        b'{"time": 17',  # unparseable: belongs to the day's midnight hour
+        event(at(DAY1, 5, 3), "Open"),
+        missing_action(at(DAY1, 5, 30)),  # malformed with an event time: hour 5
+        b"",
+        event(at(DAY1, 13, 30), "Open"),  # redelivered below as 13:45 Close
+        event(at(DAY1, 23, 58), "Close"),
+        b"[1, 2]",  # not an object: midnight hour
+    ]
+    write_lines(day1, day1_lines)
+    write_lines(
+        day2,
+        [
+            event(at(DAY2, 0, 2), "Open"),
+            event(at(DAY2, 5, 59), "Close"),
+            missing_action(at(DAY2, 23, 59)),
+            b"not json",
+            event(at(DAY2, 10, 0), "Close"),
+        ],
+    )
+    # delivered on day 3, of day 2: kept by day 2's backfills (they read day 2's folder only)
+    write_lines(late, [event(at(DAY2, 10, 30), "Open"), missing_action(at(DAY2, 10, 40))])
+    assert cli(home, "bronze", "events") == 0
+    assert cli(home, "silver", "events") == 0
+
+    # Day 1's file delivered again (hour 13 changes: an event and a new malformed line), and a
+    # day-2 file the stream has not ingested yet (hourly backfills leave it to the stream).
+    day1_lines[6] = event(at(DAY1, 13, 45), "Close")
+    write_lines(day1, [*day1_lines, missing_action(at(DAY1, 13, 50))])
+    pending = landing / "date=2024-01-02" / "pending.json"
+    write_lines(pending, [event(at(DAY2, 8, 0), "Open"), b"{"])
+
+    # The independent computation: every file the stream has seen, read by expected.py.
+    files = [expected.read_file("events", p) for p in (day1, day2, late)]
+    for f in files:
+        for line in f.lines:
+            if line.record is not None:
+                line.record["_source_file"] = os.path.realpath(f.path)
+    records = expected.valid_records(files)
+    malformed = expected.malformed_lines(files)
+    key_of = {(str(path), number): event_key(raw, path) for path, number, raw, _ in malformed}
+
+    intervals = hourly([DAY1, DAY2])
+    history_before = {
+        t: len(DeltaTable(str(table_path(config, t))).history()) for t in versions(config)
+    }
+    snapshot = {t: rows_of(table_path(config, t)) for t in versions(config)}
+    before = versions(config)
+    commits: dict[str, list[Interval]] = {t: [] for t in before}
+    quarantined: dict[Interval, int] = {}
+    lines: list[str] = []
+    for hour in intervals:
+        result = run_backfill(spark, config, "events", hour, report=lines.append)
+        assert result.record.status == "success", hour
+        quarantined[hour] = result.record.quarantined
+        after = versions(config)
+        for table, version in after.items():
+            assert version - before[table] in (0, 1), (table, hour)  # one commit at most
+            if version == before[table]:
+                continue
+            commits[table].append(hour)
+            # rows outside the hour's slice are untouched (every column, run columns too)
+            rows = rows_of(table_path(config, table))
+            assert sorted((r for r in rows if not in_hour(table, r, hour)), key=repr) == sorted(
+                (r for r in snapshot[table] if not in_hour(table, r, hour)), key=repr
+            ), (table, hour)
+            snapshot[table] = rows
+        before = after
+
+    # Only day 1's hour 13 changed in bronze and quarantine; silver got the windows the live
+    # stream's watermark had not closed or had dropped (the late day-3 delivery) besides.
+    changed_hour = Interval(at(DAY1, 13, 0), at(DAY1, 14, 0))
+    assert commits["bronze_events"] == [changed_hour]
+    assert commits["quarantine_events"] == [changed_hour]
+    history = {t: len(DeltaTable(str(table_path(config, t))).history()) for t in before}
+    assert {t: history[t] - history_before[t] for t in history} == {
+        t: len(hours) for t, hours in commits.items()
+    }
+
+    # Each quarantined line counted by exactly one hour: the one its event key falls in.
+    read = [(str(p), n) for p, n, _, _ in malformed if Path(p) != late]
+    for hour in intervals:
+        want = sum(1 for k in read if key_of[k] is not None and hour.holds(key_of[k]))
+        assert quarantined[hour] == want, hour
+    for day, path in ((DAY1, day1), (DAY2, day2)):
+        of_day = sum(quarantined[h] for h in intervals if h.start.date() == day)
+        assert of_day == sum(1 for p, _ in read if p == str(path)) > 0, day
+    assert quarantined[Interval(at(DAY1, 0, 0), at(DAY1, 1, 0))] == 2  # unparseable, [1, 2]
+
+    # The tables equal the independent computation (the pending file is not in them).
+    assert bronze_records(config.bronze_path("events"), RECORD_COLUMNS) == record_tuples(
+        records, RECORD_COLUMNS
+    )
+    assert quarantine_keys(rows_of(config.quarantine_path("events"))) == sorted(
+        (os.path.realpath(p), n) for p, n, _, _ in malformed
+    )
+    for table in EVENTS_SILVER:
+        assert silver_rows(config.silver_path(table)) == expected.SILVER[table](records), table
+    assert pending.is_file()  # left to the stream
+    assert any("1 not ingested yet on days the interval covers partly" in line for line in lines)
+
+    # A second identical pass changes nothing.
+    for hour in intervals:
+        result = run_backfill(spark, config, "events", hour, report=lines.append)
+        assert [c.table for c in result.changes if c.changed] == [], hour
+        assert result.record.quarantined == quarantined[hour], hour
+    assert versions(config) == before
+    assert {t: len(DeltaTable(str(table_path(config, t))).history()) for t in before} == history
