@@ -17,16 +17,19 @@ Output:
 Blank lines (empty or whitespace only) are neither. For every landing file:
 bronze rows + quarantined rows = its non-blank lines.
 
-A line is a valid record (the landing line contract of `jobs/generate.py`) when it is valid UTF-8,
-one JSON object (nothing but whitespace after it), every field of the spec's schema present has its
-JSON type (integer for long, number for double, string for string, a timestamp string for
-timestamp: no silent coercion of a number to a string or a timestamp), every required field is
-present and not null, the event time is known and every row rule of the spec holds. Text datasets
-(`lines`): the line itself is the record; it needs valid UTF-8 and an event time. `_error` is one
-of `ERRORS`, followed for types and missing fields by the columns at fault. Where Spark's JSON
-reader is more lenient than Python's `json` module this job follows Spark: a timestamp string is
-anything Spark parses as one (ISO-8601 forms; no zone means UTC), and a second JSON value after the
-object on the same line (`{...}{...}`) is not detected.
+A line is a valid record (the landing line contract of `jobs/generate.py`) when it is at most
+`MAX_LINE_BYTES` long, valid UTF-8, one strict JSON object (RFC 8259: no NaN/Infinity, single
+quotes, comments or unquoted names; nothing but whitespace after it; no `\\u` escape of half a
+surrogate pair), every field of the spec's schema present has its JSON type (integer for long, a
+finite number for double, string for string, a timestamp string between `EARLIEST` and `LATEST`
+for timestamp: no silent coercion of a number to a string or a timestamp), every required field is
+present and not null, the event time is known and within `event_time_bounds` and every row rule
+of the spec holds. Text datasets (`lines`): the line itself is the record; it needs the length,
+valid UTF-8 and an event time within the bounds. `_error` is one of `ERRORS`, followed for types
+and missing fields by the columns at fault. Where Spark's JSON reader is more lenient than
+Python's `json` module this job follows Spark: a timestamp string is anything Spark parses as one
+(ISO-8601 forms; no zone means UTC); a number of more than 1000 characters or arrays and objects
+nested more than 1000 deep are beyond the reader's limits (`unparseable JSON`).
 
 Trigger: `availableNow` by default (everything that has landed, in micro-batches of at most
 `--max-files-per-trigger` files / `--max-bytes-per-trigger` bytes) or `once` (one batch, rate
@@ -46,7 +49,9 @@ files of a date interval are under the same `date=YYYY-MM-DD/` folders of the tw
 URI. Spark archives a batch's files when it starts the next batch, so the last batch's files
 wait in landing for the next run that finds new files (they are never ingested twice: the
 checkpoint lists them). `restore_archive()` moves everything back for a full refresh
-(`runoff reset --layer bronze`). A landing path is ingested once: re-deliveries need new names.
+(`runoff reset --layer bronze`). A landing path is ingested once: re-deliveries need new names; a
+file changed after ingestion (appended to, or replaced under its name) is reported by every run
+with the `runoff backfill` that re-reads it (`jobs.landing_changes`), never silently skipped.
 Files are never too old to be picked up (`maxFileAge` is set to 100 years: Spark's default
 would silently skip a file landed with a modification time a week older than the newest).
 """
@@ -61,7 +66,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -69,6 +74,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     DateType,
+    DoubleType,
+    FloatType,
     LongType,
     StringType,
     StructField,
@@ -78,15 +85,18 @@ from pyspark.sql.types import (
 )
 
 from core.config import RunoffConfig
-from core.console import say
+from core.console import live_status, say
 from core.errors import ConfigError, RunoffError
 from core.ledger import RunRecord
 from core.locking import checkpoint_lock
+from core.specs import interval_seconds
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.schemas import QUARANTINE_SCHEMA
 from delta_tables.writes import already_committed, append, table_version
 from jobs.check import ensure_resolves
+from jobs.checkpoint_checks import record_batch
 from jobs.dataset import Dataset, load_dataset
+from jobs.landing_changes import check_landing, record_states, report_lines
 from jobs.streaming import (
     BatchFunction,
     BatchProgress,
@@ -100,6 +110,7 @@ from jobs.streaming import (
 )
 from quality.gate import record_run as record_checks
 from quality.gate import rule_checks, say_problems
+from quality.runner import QualityCheckFailed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -110,14 +121,42 @@ LAYER = "bronze"
 Trigger = Literal["available-now", "once"]
 
 # `_error` values (types and missing fields are followed by `: <column> (<type>), ...`).
+ERR_TOO_LONG = "line too long"
 ERR_UTF8 = "invalid UTF-8"
 ERR_NOT_OBJECT = "not a JSON object"
 ERR_JSON = "unparseable JSON"
+ERR_UNICODE = "invalid unicode escape"
 ERR_TYPE = "wrong type"
 ERR_MISSING = "missing required field"
 ERR_EVENT_TIME = "missing event time"
+ERR_TIME_RANGE = "event time out of range"
 ERR_RULE = "rule failed"
-ERRORS = (ERR_UTF8, ERR_NOT_OBJECT, ERR_JSON, ERR_TYPE, ERR_MISSING, ERR_EVENT_TIME, ERR_RULE)
+ERRORS = (
+    ERR_TOO_LONG,
+    ERR_UTF8,
+    ERR_NOT_OBJECT,
+    ERR_JSON,
+    ERR_UNICODE,
+    ERR_TYPE,
+    ERR_MISSING,
+    ERR_EVENT_TIME,
+    ERR_TIME_RANGE,
+    ERR_RULE,
+)
+# The longest line parsed, in bytes (without its `\n`). A longer line is quarantined unparsed (a
+# record is a few KiB; a line of hundreds of MiB would be one Spark row the executors parse
+# again and again); its `_raw` keeps the first MAX_LINE_BYTES + 1 characters, which are still
+# too long, so that `_raw` parsed again (as a backfill does) is classified as the line was.
+MAX_LINE_BYTES = 1 << 20
+# The times every reader of the tables can hold: Python's `datetime` has the years 1-9999, and
+# PySpark turns a timestamp into the driver's local time, so the first and the last day of that
+# calendar are left out (no time zone is a day away from UTC). A timestamp or date field of a
+# record must lie in [EARLIEST, LATEST) (else `wrong type`); the event time must also leave room
+# for the dataset's longest silver window (`event_time_bounds`).
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 31, tzinfo=UTC)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
 # The built-in row rules: every line is checked by them before the spec's rules.
 BUILT_IN = tuple(enumerate(e for e in ERRORS if e != ERR_RULE))
 RESCUED = "_rescued_data"
@@ -145,7 +184,23 @@ PARSED_COLUMNS = (
 )
 _CORRUPT = "_corrupt_record"
 WHITESPACE = " \t\r\n\f\v"  # what `bytes.strip()` removes: a line of only these is blank
-_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+# Strict JSON (RFC 8259): Spark's reader takes these extensions unless told not to
+# (NaN/Infinity would reach a string column as the text "NaN", 'single quotes' would parse).
+_STRICT_JSON = {
+    "allowNonNumericNumbers": "false",
+    "allowSingleQuotes": "false",
+    "allowComments": "false",
+    "allowUnquotedFieldNames": "false",
+    "allowNumericLeadingZeros": "false",
+    "allowBackslashEscapingAnyCharacter": "false",
+    "allowUnquotedControlChars": "false",
+}
+_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, **_STRICT_JSON}
+# A `\u` escape of half a UTF-16 surrogate pair without its other half (after escaped
+# backslashes are taken out): Java decodes it into an unpaired char and writes it as `?`.
+_HIGH = r"\\u[dD][89abAB][0-9a-fA-F]{2}"
+_LOW = r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+_LONE_SURROGATE = f"{_HIGH}(?!{_LOW})|(?<!{_HIGH}){_LOW}"
 # JSON types that are strings in the landing file (a number there is a wrong type).
 _STRING_LIKE = (StringType, TimestampType, TimestampNTZType, DateType)
 
@@ -185,21 +240,46 @@ def ansi_off(spark: SparkSession) -> Iterator[None]:
         spark.conf.set("spark.sql.ansi.enabled", previous)
 
 
+def event_time_bounds(dataset: Dataset) -> tuple[int, int]:
+    """The event times a record may have, [low, high) in microseconds since the epoch: from
+    `EARLIEST` to `LATEST`, less the dataset's longest silver window at both ends, so that
+    every window holding an event starts and ends within [EARLIEST, LATEST] (a window of a
+    `transform:` table is not known here)."""
+    windows = [interval_seconds(s.window) for s in dataset.spec.silver if s.window]
+    margin = max(windows, default=0) * 1_000_000
+    return (EARLIEST - _EPOCH) // _US + margin, (LATEST - _EPOCH) // _US - margin
+
+
+def _outside(moment: Column, low: int, high: int) -> Column:
+    """A timestamp (or timestamp_ntz, read as UTC) outside [low, high) microseconds."""
+    micros = F.unix_micros(moment.cast("timestamp"))
+    return (micros < F.lit(low)) | (micros >= F.lit(high))
+
+
+def _time_out_of_range(dataset: Dataset) -> Column:
+    low, high = event_time_bounds(dataset)
+    return _outside(F.col("event_time"), low, high)
+
+
 def _parse_lines(raw: DataFrame, dataset: Dataset) -> DataFrame:
     reserved = set(PARSED_COLUMNS) & set(record_columns(dataset))
     if reserved:
         raise ConfigError(f"dataset {dataset.name!r} uses reserved column names {sorted(reserved)}")
     block = F.col("_block_start") if "_block_start" in raw.columns else F.lit(0).cast("long")
-    value = F.col("value")
-    trimmed = F.trim(value, F.lit(WHITESPACE))
+    line = F.col("value")
+    too_long = F.octet_length(line) > MAX_LINE_BYTES
+    trimmed = F.trim(line, F.lit(WHITESPACE))
     base = raw.select(
-        value,
+        # What is parsed: nothing of a line that is too long.
+        F.when(~too_long, line).alias("value"),
+        line.alias("_line"),
+        too_long.alias("_too_long"),
         F.col("_source_file"),
         block.alias("_block_start"),
         # Taken before any shuffle: rows of a split keep the file's line order.
         F.monotonically_increasing_id().alias("_row_id"),
         (trimmed == "").alias("_blank"),
-        F.is_valid_utf8(value).alias("_utf8"),
+        F.is_valid_utf8(line).alias("_utf8"),
         trimmed.startswith("{").alias("_opens"),
         trimmed.endswith("}").alias("_closes"),
     )
@@ -214,10 +294,12 @@ def _parse_text(base: DataFrame, dataset: Dataset) -> DataFrame:
     with_time = lines.withColumn("event_time", dataset.event_time())
     error = (
         F.when(F.col("_blank"), F.lit(None))
+        .when(F.col("_too_long"), F.lit(ERR_TOO_LONG))
         .when(~F.col("_utf8"), F.lit(ERR_UTF8))
         .when(F.col("event_time").isNull(), F.lit(ERR_EVENT_TIME))
+        .when(_time_out_of_range(dataset), F.lit(ERR_TIME_RANGE))
     )
-    return _finish(_with_rules(with_time, dataset, error), [name], rescued=False)
+    return _finish(_with_rules(with_time, dataset, error), [name], dataset, rescued=False)
 
 
 def _parse_json(base: DataFrame, dataset: Dataset, schema: StructType) -> DataFrame:
@@ -228,14 +310,22 @@ def _parse_json(base: DataFrame, dataset: Dataset, schema: StructType) -> DataFr
         + [StructField(_CORRUPT, StringType(), True)]
     )
     parsed = base.withColumn("_typed", F.from_json("value", typed_schema, _JSON_OPTIONS))
-    records = parsed.select("*", *[F.col("_typed").getField(n).alias(n) for n in names])
+    typed = F.col("_typed").getField
+    # A value beyond its type is a wrong type (below), and none in the record.
+    records = parsed.select(
+        "*", *[_holdable(typed(f.name), f.dataType).alias(f.name) for f in schema.fields]
+    )
     with_time = records.withColumn("event_time", dataset.event_time())
 
     value = F.col("value")
     corrupt = F.col("_typed").getField(_CORRUPT).isNotNull()
     # Only lines that failed the typed parse pay for the second (all-string) parse.
     as_text = F.from_json(value, text_schema, _JSON_OPTIONS)
-    unparseable = ~F.col("_closes") | (corrupt & as_text.getField(_CORRUPT).isNotNull())
+    unparseable = (
+        ~F.col("_closes")
+        | (corrupt & as_text.getField(_CORRUPT).isNotNull())
+        | _more_after_the_object(value)
+    )
 
     string_like = [f.name for f in schema.fields if isinstance(f.dataType, _STRING_LIKE)]
     # One pattern for all string fields gates the exact (Variant) check of each of them.
@@ -245,25 +335,31 @@ def _parse_json(base: DataFrame, dataset: Dataset, schema: StructType) -> DataFr
         failed = corrupt & F.col(f.name).isNull() & as_text.getField(f.name).isNotNull()
         if f.name in string_like:
             failed = failed | (suspect & _not_a_json_string(value, f.name))
+        beyond = _beyond_its_type(typed(f.name), f.dataType)
+        if beyond is not None:  # parsed, but no reader could hold the value
+            failed = failed | (typed(f.name).isNotNull() & beyond)
         wrong.append(F.when(failed, F.lit(f"{f.name} ({f.dataType.simpleString()})")))
     wrong_types = F.concat_ws(", ", *wrong)
     missing = F.concat_ws(", ", *[F.when(F.col(n).isNull(), F.lit(n)) for n in dataset.required])
     error = (
         F.when(F.col("_blank"), F.lit(None))
+        .when(F.col("_too_long"), F.lit(ERR_TOO_LONG))
         .when(~F.col("_utf8"), F.lit(ERR_UTF8))
         .when(~F.col("_opens"), F.lit(ERR_NOT_OBJECT))
         .when(unparseable, F.lit(ERR_JSON))
+        .when(_lone_surrogate(value), F.lit(ERR_UNICODE))
         .when(wrong_types != "", F.concat(F.lit(f"{ERR_TYPE}: "), wrong_types))
         .when(missing != "", F.concat(F.lit(f"{ERR_MISSING}: "), missing))
         .when(F.col("event_time").isNull(), F.lit(ERR_EVENT_TIME))
+        .when(_time_out_of_range(dataset), F.lit(ERR_TIME_RANGE))
     )
     known = F.array(*[F.lit(n) for n in names])
     unknown = F.map_filter(
-        F.from_json(value, FIELDS_AS_TEXT), lambda k, _: ~F.array_contains(known, k)
+        F.from_json(value, FIELDS_AS_TEXT, _STRICT_JSON), lambda k, _: ~F.array_contains(known, k)
     )
     rescued = F.when(F.size(unknown) > 0, F.to_json(unknown))
     with_rescued = with_time.withColumn(RESCUED, rescued)
-    return _finish(_with_rules(with_rescued, dataset, error), names, rescued=True)
+    return _finish(_with_rules(with_rescued, dataset, error), names, dataset, rescued=True)
 
 
 def _with_rules(df: DataFrame, dataset: Dataset, error: Column) -> DataFrame:
@@ -284,6 +380,50 @@ def _with_rules(df: DataFrame, dataset: Dataset, error: Column) -> DataFrame:
     return scope.withColumn("_error", error).drop(*renamed)
 
 
+def _more_after_the_object(value: Column) -> Column:
+    """Something follows the line's JSON object (`{...}{...}`, `{...} // }`): Spark's reader
+    stops after one value and ignores the rest.
+
+    Only a line with two `}` can hide something (it ends with `}`, else it is refused anyway).
+    For those, escapes and then strings are cut out, and the brackets left must close the
+    object once, at their end. (Plain patterns and one pass over the brackets: a regex with a
+    repeated group would recurse once per repetition in Java and overflow the stack on a long
+    line.)
+    """
+    no_strings = F.regexp_replace(F.regexp_replace(value, r"(?s)\\.", ""), r'"[^"]*+"', "")
+    brackets = F.split(F.regexp_replace(no_strings, r"[^\[\]{}]", ""), "")
+
+    def step(state: Column, char: Column) -> Column:
+        depth = state["depth"] + F.when(char.isin("{", "["), 1).otherwise(-1)
+        closed = state["closed"] + F.when(depth <= 0, 1).otherwise(0)
+        return F.struct(depth.alias("depth"), closed.alias("closed"))
+
+    start = F.struct(F.lit(0).alias("depth"), F.lit(0).alias("closed"))
+    end = F.aggregate(brackets, start, step)
+    once = (end["depth"] == 0) & (end["closed"] == 1)
+    return value.rlike(r"\}[^}]*+\}") & ~once
+
+
+def _lone_surrogate(value: Column) -> Column:
+    """The line has a `\\u` escape of half a surrogate pair without the other half (a string
+    no UTF-8 can hold; Spark would store `?`). Escaped backslashes go first, so that each
+    backslash left starts an escape."""
+    escapes = F.regexp_replace(value, r"\\\\", "")
+    return value.contains("\\u") & escapes.rlike(_LONE_SURROGATE)
+
+
+def _beyond_its_type(column: Column, data_type: Any) -> Column | None:
+    """A parsed value no reader can hold: a timestamp outside [EARLIEST, LATEST), a date
+    outside the years 1-9999, a number too large for a double or float (infinite)."""
+    if isinstance(data_type, TimestampType | TimestampNTZType):
+        return _outside(column, (EARLIEST - _EPOCH) // _US, (LATEST - _EPOCH) // _US)
+    if isinstance(data_type, DateType):
+        return ~F.year(column).between(1, 9999)
+    if isinstance(data_type, DoubleType | FloatType):
+        return F.isnan(column) | (F.abs(column) == F.lit(float("inf")))
+    return None
+
+
 def _non_string_pattern(value: Column, names: list[str]) -> Column:
     """Cheap gate: one of `names` seems to get a non-string, non-null JSON value."""
     keys = "|".join(re.escape(n) for n in names)
@@ -301,14 +441,25 @@ def _not_a_json_string(value: Column, name: str) -> Column:
     return kind.isNotNull() & ~kind.isin("STRING", "VOID")
 
 
-def _finish(df: DataFrame, names: list[str], rescued: bool) -> DataFrame:
+def _holdable(column: Column, data_type: Any) -> Column:
+    """`column`, null where `_beyond_its_type`."""
+    beyond = _beyond_its_type(column, data_type)
+    return column if beyond is None else F.when(~beyond, column)
+
+
+def _finish(df: DataFrame, names: list[str], dataset: Dataset, rescued: bool) -> DataFrame:
     blank = F.col("_blank")
+    event_time = F.col("event_time").cast("timestamp")
     # A blank line is never an error, whatever the expressions above say.
     error = F.when(blank, F.lit(None).cast("string")).otherwise(F.col("_error"))
-    raw = F.when(F.col("_utf8"), F.col("value")).otherwise(F.make_valid_utf8(F.col("value")))
+    line = F.col("_line")
+    raw = F.when(F.col("_utf8"), line).otherwise(F.make_valid_utf8(line))
+    # A line too long keeps its start (see MAX_LINE_BYTES).
+    raw = F.when(F.col("_too_long"), F.substring(raw, 1, MAX_LINE_BYTES + 1)).otherwise(raw)
     return df.select(
         *names,
-        F.col("event_time").cast("timestamp").alias("event_time"),
+        # An event time out of range (ERR_TIME_RANGE) is none.
+        F.when(~_time_out_of_range(dataset), event_time).alias("event_time"),
         "_source_file",
         raw.alias("_raw"),
         error.alias("_error"),
@@ -363,8 +514,7 @@ def quarantine_rows(parsed: DataFrame, batch_id: int, ingested_at: datetime) -> 
     `_line_number` counts every line of the file (blank ones too), 1-based; it needs all the
     lines of the file in `parsed`, as a micro-batch of the file source always has.
     """
-    order = Window.partitionBy("_source_file").orderBy("_block_start", "_row_id")
-    numbered = parsed.withColumn("_line_number", F.row_number().over(order))
+    numbered = _numbered(parsed)
     ingested = F.lit(ingested_at)
     bad = numbered.where(~F.col("_blank") & F.col("_error").isNotNull())
     return conform(
@@ -378,6 +528,58 @@ def quarantine_rows(parsed: DataFrame, batch_id: int, ingested_at: datetime) -> 
             F.to_date(ingested).alias("ingest_date"),
         ),
         QUARANTINE_SCHEMA,
+    )
+
+
+def _numbered(parsed: DataFrame) -> DataFrame:
+    """`parsed` with `_line_number` (see `quarantine_rows`)."""
+    order = Window.partitionBy("_source_file").orderBy("_block_start", "_row_id")
+    return parsed.withColumn("_line_number", F.row_number().over(order))
+
+
+def unrepresentable(
+    parsed: DataFrame, dataset: Dataset, batch_id: int, error: Exception
+) -> RunoffError | None:
+    """The one-line error for a batch whose check failed converting a value to Python
+    (`OverflowError`, `ValueError`: a date or time beyond `datetime`; or a quality check that
+    failed on it), naming the first landing line (file, line number) whose bronze row holds a
+    date or time outside [EARLIEST, LATEST), and its columns; None when no row holds one (the
+    failure has another cause).
+
+    Parsing keeps such values out of the record's own fields and the event time; what is left
+    is the spec's `bronze.select` SQL, which can compute any time.
+    """
+    with ansi_off(parsed.sparkSession):
+        rows = (
+            _numbered(parsed)
+            .where(~F.col("_blank") & F.col("_error").isNull())
+            .select(*dataset.bronze_columns(), "event_time", "_source_file", "_line_number")
+        )
+    low, high = (EARLIEST - _EPOCH) // _US, (LATEST - _EPOCH) // _US
+    beyond = []
+    for f in rows.schema.fields:
+        if isinstance(f.dataType, TimestampType | TimestampNTZType):
+            beyond.append(F.when(_outside(rows[f.name], low, high), F.lit(f.name)))
+        elif isinstance(f.dataType, DateType):
+            beyond.append(F.when(~F.year(rows[f.name]).between(1, 9999), F.lit(f.name)))
+    if not beyond:
+        return None
+    columns = F.concat_ws(", ", *beyond)
+    first = (
+        rows.select("_source_file", "_line_number", columns.alias("columns"))
+        .where(F.col("columns") != "")
+        .orderBy("_source_file", "_line_number")
+        .first()
+    )
+    if first is None:
+        return None
+    cause = (str(error).splitlines() or [""])[0].split(". ")[0]  # its first sentence
+    return RunoffError(
+        f"{dataset.name}: {first['_source_file']} line {first['_line_number']}: "
+        f"{first['columns']} outside {EARLIEST.date()} .. {LATEST.date()} (UTC), which "
+        f"Python cannot represent ({type(error).__name__}: {cause}); nothing of batch "
+        f"{batch_id} was committed: fix that line (or the spec's bronze SQL in "
+        f"{dataset.spec.file}) and run `runoff bronze {dataset.name}` again"
     )
 
 
@@ -588,6 +790,7 @@ class BronzeBatch:
         self.dataset = dataset
         self.bronze = tables.bronze.path
         self.quarantine = tables.quarantine.path
+        self.table_names = (tables.bronze.name, tables.quarantine.name)  # for record_batch
         remedy = (
             f"fix those landing files (or the expectation in {dataset.spec.file}) and run "
             f"`runoff bronze {dataset.name}` again: it reads the same files"
@@ -616,10 +819,14 @@ class BronzeBatch:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
+        current = self.progress.current  # the live status line (on a terminal)
+        current.start(batch_id, stage="reading the checkpoint")
         files = batch_files(self.checkpoint, batch_id)
+        current.update(files=files, stage="parsing")
         bronze_done = self._done(self.bronze, batch_id)
         quarantine_done = self._done(self.quarantine, batch_id)
         if bronze_done and quarantine_done:
+            record_batch(self.checkpoint, batch_id, dict.fromkeys(self.table_names, True))
             self.progress.add(
                 BatchProgress(batch_id, files or 0, 0, 0, 0, elapsed(started), replayed=True)
             )
@@ -629,6 +836,7 @@ class BronzeBatch:
         try:
             counts = count_lines(parsed, [rule.name for rule in self.dataset.rules])
             logger.debug("batch %s: parsed and counted in %.2f s", batch_id, elapsed(started))
+            current.update(rows=counts.rows_in, stage="checking")
             extra = self._extra_columns(parsed, counts) if counts.good and not bronze_done else []
             good = good_rows(parsed, self.dataset, batch_id, ingested_at, extra)
             bad = quarantine_rows(parsed, batch_id, ingested_at)
@@ -643,6 +851,7 @@ class BronzeBatch:
                 quarantine_gate.check(bad, batch_id, counts.bad)
             logger.debug("batch %s: checked at %.2f s", batch_id, elapsed(started))
             if counts.good and not bronze_done:
+                current.update(stage="writing bronze")
                 append(
                     good,
                     self.bronze,
@@ -653,6 +862,7 @@ class BronzeBatch:
                 )
                 logger.debug("batch %s: bronze written at %.2f s", batch_id, elapsed(started))
             if counts.bad and not quarantine_done:
+                current.update(stage="writing quarantine")
                 append(
                     bad,
                     self.quarantine,
@@ -661,8 +871,18 @@ class BronzeBatch:
                     version=batch_id,
                 )
                 logger.debug("batch %s: quarantine written at %.2f s", batch_id, elapsed(started))
+        except (OverflowError, ValueError, QualityCheckFailed) as exc:
+            # A value Python cannot hold (Great Expectations may report it as a failed check
+            # without a cause): name its line.
+            named = unrepresentable(parsed, self.dataset, batch_id, exc)
+            if named is None:
+                raise
+            raise named from exc
         finally:
             parsed.unpersist()
+        # Which tables hold the batch (empty outputs make no commit), before Spark's commit log.
+        held = (bronze_done or counts.good > 0, quarantine_done or counts.bad > 0)
+        record_batch(self.checkpoint, batch_id, dict(zip(self.table_names, held, strict=True)))
         if files is None:  # the logs could not tell: count the files the lines came from
             files = batch.select("_source_file").distinct().count()
         self.progress.add(
@@ -747,6 +967,10 @@ def run(
             tables=tables,
             reset_command=f"runoff reset {name} --layer bronze --yes",
         )
+        # Ingested landing files changed since (Spark will not read them again): reported.
+        landing_check = check_landing(config, name)
+        record_states(checkpoint, landing_check.new_states)
+        record.details["changed_files"] = [c.to_json() for c in landing_check.changed]
         if options.trigger == "once" and (
             options.max_files_per_trigger or options.max_bytes_per_trigger
         ):
@@ -773,13 +997,16 @@ def run(
             )
         function = BatchFunction(batches)
         try:
-            run_query(
-                read_landing(spark, config, landing, options).writeStream,
-                function,
-                checkpoint,
-                options.trigger,
-                f"bronze_{name}",
-            )
+            with live_status(progress.current.describe):  # a terminal's transient line
+                run_query(
+                    read_landing(spark, config, landing, options).writeStream,
+                    function,
+                    checkpoint,
+                    options.trigger,
+                    f"bronze_{name}",
+                    tables=tables,
+                    reset_command=f"runoff reset {name} --layer bronze --yes",
+                )
         finally:
             record.versions_after = {t: table_version(p) for t, p in tables.items()}
             record_checks(catalog.quality_results.path, record, batches.gates)
@@ -787,7 +1014,11 @@ def run(
             record.details["replayed_batches"] = sum(b.replayed for b in progress.batches)
             if batches.added_columns:
                 record.details["added_columns"] = batches.added_columns
+        # The size and modification time of the files this run ingested, to compare next time.
+        record_states(checkpoint, check_landing(config, name, only_new=True).new_states)
     say_problems(record, batches.gates)
+    for line in report_lines(name, landing_check.changed, job):
+        say(line)
     if batches.added_columns:
         say(
             f"{job}: bronze gained columns {', '.join(batches.added_columns)} "
@@ -812,6 +1043,7 @@ __all__ = [
     "archive_dir",
     "cmd_bronze",
     "count_lines",
+    "event_time_bounds",
     "good_rows",
     "landing_dirs",
     "parse_lines",
@@ -819,4 +1051,5 @@ __all__ = [
     "read_landing",
     "restore_archive",
     "run",
+    "unrepresentable",
 ]

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.errors import RunoffError
+
 RECORDS_DIR = "runoff_batches"
 KEEP_RECORDS = 100  # as Spark's spark.sql.streaming.minBatchesToRetain default
 UNKNOWN_BATCH = sys.maxsize  # "which batches the tables hold is unknown": assume all of them
@@ -225,3 +227,15 @@ def corrupt_message(
                 f"and run again (Spark plans batch {batch} anew), or {remedy}"
             )
     return f"checkpoint file {path} is truncated or corrupt ({corrupt.problem}): {remedy}"
+
+
+def read_query_id(checkpoint: Path) -> str | None:
+    """The query id Spark keeps in `<checkpoint>/metadata`; None if the query never started."""
+    path = checkpoint / "metadata"
+    if not path.is_file():
+        return None
+    try:
+        query_id = json.loads(path.read_text() or "{}").get("id")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise RunoffError(f"cannot read the query id from {path}: {exc}") from exc
+    return query_id if isinstance(query_id, str) and query_id else None

@@ -163,8 +163,7 @@ def held_batch(checkpoint: Path, tables: Mapping[str, Path]) -> int | None:
     `UNKNOWN_BATCH` (as if the tables held every batch) without tables or when the query id or
     a table's log cannot be read."""
     from delta_tables.writes import app_transactions
-    from jobs.checkpoint_checks import UNKNOWN_BATCH
-    from jobs.streaming import read_query_id
+    from jobs.checkpoint_checks import UNKNOWN_BATCH, read_query_id
 
     if not tables:
         return UNKNOWN_BATCH

@@ -27,6 +27,9 @@ contains `\\r`. Every line is exactly one of:
   present and not null has its JSON type: long = JSON integer (no fraction or exponent, 64-bit),
   double = JSON number, string = JSON string, timestamp = JSON string in ISO-8601
   (`2024-01-01T00:00:02.317Z`). Other keys are ignored. The event-time field is required.
+  Bronze also refuses what no valid record needs (README "Limits of a landing line": lines over
+  1 MiB, non-strict JSON such as NaN, escapes of half a surrogate pair, times beyond
+  0001-01-02 .. 9999-12-30); the generator writes none of them.
 - valid record (`lines`): valid UTF-8 and not blank; the record is the whole line.
 - malformed: any other non-blank line. The generator writes exactly
   `round(malformed_rate * records)` of them, extra to the requested records, mixing:

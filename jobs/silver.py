@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.config import RunoffConfig
-from core.console import say
+from core.console import live_status, say
 from core.errors import RunoffError
 from core.ledger import RunRecord
 from core.locking import checkpoint_lock
@@ -68,9 +68,12 @@ from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.writes import already_committed, is_delta_table, merge, table_version
 from jobs import interrupts
 from jobs.check import ensure_resolves
+from jobs.checkpoint_checks import record_batch
 from jobs.dataset import SilverAggregate, load_dataset
+from jobs.failures import explain
 from jobs.streaming import (
     BatchFunction,
+    CurrentBatch,
     first_line,
     guard_checkpoint,
     read_query_id,
@@ -177,6 +180,7 @@ class MergeOutcome:
     seconds: float
     committed: bool  # False: empty batch, or a replay the table had already committed
     version: int
+    replayed: bool = False  # the table had already committed the batch
 
 
 def merge_batch(
@@ -186,16 +190,18 @@ def merge_batch(
     app_id: str,
     batch_id: int,
     gate: Gate | None = None,
+    current: CurrentBatch | None = None,
 ) -> MergeOutcome:
     """MERGE one micro-batch's output into the silver table, at most once per (app_id, batch_id),
-    once `gate` (the table's batch expectations) passed it.
+    once `gate` (the table's batch expectations) passed it; `current` follows its stages.
 
     The batch is cached while it is used more than once (its window range, the gate, the MERGE):
     evaluating a stateful micro-batch twice would run its aggregation twice.
     """
     started = time.perf_counter()
     if already_committed(path, app_id, batch_id):
-        return MergeOutcome(0, 0, 0, time.perf_counter() - started, False, table_version(path))
+        seconds = time.perf_counter() - started
+        return MergeOutcome(0, 0, 0, seconds, False, table_version(path), replayed=True)
     columns = spark_columns(batch.sparkSession, path)
     if sorted(columns) != sorted(batch.columns):
         raise RunoffError(
@@ -204,12 +210,16 @@ def merge_batch(
             f"`runoff reset {aggregate.dataset} --layer silver --yes`"
         )
     data = batch.persist()
+    current = current or CurrentBatch(aggregate.table)  # nobody watching: a throwaway one
     try:
+        current.update(stage="aggregating")
         rows, window_range = batch_profile(data)
         if rows == 0:
             return MergeOutcome(0, 0, 0, time.perf_counter() - started, False, table_version(path))
+        current.update(rows=rows, stage="checking")
         if gate is not None:
             gate.check(data, batch_id, rows)  # a critical failure raises: nothing is merged
+        current.update(stage="merging")
         metrics = merge(
             data,
             path,
@@ -249,6 +259,7 @@ class BatchWriter:
         self.checkpoint = checkpoint
         self.gate = gate
         self.outcomes: dict[int, MergeOutcome] = {}
+        self.current: CurrentBatch | None = None  # the batch under way, for the live line
         self._app_id: str | None = None
         # Keeps the Python error of a failed batch (Spark wraps it in pages of JVM text).
         self.function = BatchFunction(self.process)
@@ -263,9 +274,18 @@ class BatchWriter:
         return self._app_id
 
     def process(self, batch: DataFrame, batch_id: int) -> None:
-        self.outcomes[batch_id] = merge_batch(
-            self.path, batch, self.aggregate, self.app_id, batch_id, self.gate
+        current = self.current
+        if current is not None:
+            current.start(batch_id, stage="reading the table's commits")
+        outcome = merge_batch(
+            self.path, batch, self.aggregate, self.app_id, batch_id, self.gate, current
         )
+        self.outcomes[batch_id] = outcome
+        # Whether the table holds the batch (an empty output makes no commit): for the guard.
+        held = outcome.committed or outcome.replayed
+        record_batch(self.checkpoint, batch_id, {self.aggregate.table: held})
+        if current is not None:
+            current.finish()
 
 
 # -- progress ---------------------------------------------------------------------------------
@@ -389,6 +409,15 @@ def await_query(run: TableRun, report: Callable[[str], None]) -> None:
         cause = run.writer.function.error
         if isinstance(cause, RunoffError):
             raise cause from exc
+        known = explain(
+            cause or exc,
+            checkpoint=run.checkpoint,
+            tables={run.table: run.path},
+            reset_command=f"runoff reset {run.aggregate.dataset} --layer silver --yes",
+            read_checkpoint=cause is None,  # Spark failed outside the batches: its own files
+        )
+        if known:
+            raise RunoffError(known) from (cause or exc)
         if cause is not None:
             raise RunoffError(
                 f"silver table {run.table} failed in batch {run.writer.function.failed_batch}: "
@@ -458,6 +487,7 @@ def run_silver(
     silver = {table.name: table for table in catalog.tables(dataset.name).silver}
     watermark = options.watermark or dataset.watermark
     record = RunRecord(dataset=dataset.name, layer="silver", trigger=TRIGGER)
+    current = CurrentBatch(f"silver {dataset.name}", rows="rows to merge")  # the live line
     record.details = {
         "watermark": watermark,
         "max_files_per_trigger": options.max_files_per_trigger,
@@ -517,9 +547,12 @@ def run_silver(
             try:
                 # One query at a time: concurrent queries on a small machine start their Python
                 # stream readers together and compete for the same cores.
-                for run in runs:
-                    run.query = start_query(spark, catalog, run, watermark, options)
-                    await_query(run, report)
+                with live_status(current.describe):  # a terminal's transient line
+                    for run in runs:
+                        current.restart(f"silver {run.table}")
+                        run.writer.current = current
+                        run.query = start_query(spark, catalog, run, watermark, options)
+                        await_query(run, report)
             finally:
                 _close(record, runs)
                 gates = [run.writer.gate for run in runs if run.writer.gate is not None]

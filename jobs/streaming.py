@@ -12,7 +12,8 @@ API (small on purpose):
 - `guard_checkpoint(...)`: refuse a checkpoint that belongs to other tables, or a missing
   checkpoint whose tables already hold another stream's batches, naming the remedy.
 - `BatchProgress` + `batch_line()` and `summary_line()`: the progress line printed per
-  micro-batch and the closing line of a run.
+  micro-batch and the closing line of a run; `CurrentBatch`: the micro-batch under way, for the
+  live status line on a terminal (`core.console.live_status`).
 - `recorded_run(runs_path, record)`: a context manager that appends the run (failed ones too) to
   the run ledger `delta/ops/runs`.
 - `BatchFunction` + `run_query(...)`: wrap a `foreachBatch` function so that a failure inside a
@@ -27,7 +28,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +39,13 @@ from core.ledger import RunRecord
 from delta_tables.ops import append_run
 from delta_tables.writes import app_transactions
 from jobs import interrupts
+from jobs.checkpoint_checks import (
+    corrupt_file,
+    corrupt_message,
+    progress_problem,
+    read_query_id,
+)
+from jobs.failures import explain
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -61,18 +69,6 @@ def trigger_kwargs(trigger: str) -> dict[str, bool]:
 
 
 # -- checkpoints and tables ---------------------------------------------------------------
-def read_query_id(checkpoint: Path) -> str | None:
-    """The query id Spark keeps in `<checkpoint>/metadata`; None if the query never started."""
-    path = checkpoint / "metadata"
-    if not path.is_file():
-        return None
-    try:
-        query_id = json.loads(path.read_text() or "{}").get("id")
-    except (OSError, ValueError, AttributeError) as exc:
-        raise RunoffError(f"cannot read the query id from {path}: {exc}") from exc
-    return query_id if isinstance(query_id, str) and query_id else None
-
-
 def guard_checkpoint(
     checkpoint: Path,
     owner: Mapping[str, str],
@@ -88,7 +84,12 @@ def guard_checkpoint(
     - a missing or empty checkpoint while a table already holds app transactions: a new query
       id would ingest everything again next to the old stream's rows;
     - a checkpoint whose query id is not among the app ids that the tables hold;
-    - a checkpoint with committed batches whose table has disappeared.
+    - a checkpoint with committed batches whose table has disappeared;
+    - a truncated or corrupt Spark log file the query would read (`checkpoint_checks`; the
+      message says when deleting that one file is safe);
+    - a table behind the checkpoint (its app transaction older than the last batch the
+      checkpoint committed into it: commits lost) or more than one batch ahead of it
+      (`checkpoint_checks.progress_problem`).
     """
     marker = checkpoint / OWNER_FILE
     query_id = read_query_id(checkpoint)
@@ -111,12 +112,18 @@ def guard_checkpoint(
             f"run `{reset_command}` to start over"
         )
 
-    held: dict[str, int] = {}
-    for path in tables.values():
+    per_table: dict[str, dict[str, int]] = {}
+    for name, path in tables.items():
         try:
-            held.update(app_transactions(path))
+            per_table[name] = app_transactions(path)
         except ValueError as exc:
             raise RunoffError(str(exc)) from exc
+    held = {app: v for found in per_table.values() for app, v in found.items()}
+    stream = {name: found.get(query_id or "") for name, found in per_table.items()}
+    corrupt = corrupt_file(checkpoint)
+    if corrupt is not None:
+        newest = max((v for v in stream.values() if v is not None), default=None)
+        raise RunoffError(corrupt_message(checkpoint, corrupt, reset_command, newest))
     if held and query_id not in held:
         app_id, batch = max(held.items(), key=lambda item: item[1])
         table = ", ".join(str(p) for p in tables.values())
@@ -138,6 +145,10 @@ def guard_checkpoint(
                 f"checkpoint {checkpoint} has committed batches but table "
                 f"{', '.join(missing)} is gone: run `{reset_command}` to start over"
             )
+    if query_id is not None:
+        problem = progress_problem(checkpoint, query_id, stream, tables, reset_command)
+        if problem:
+            raise RunoffError(problem)
     if not marker.is_file():
         checkpoint.mkdir(parents=True, exist_ok=True)
         claim = {**owner, "claimed_at": datetime.now(UTC).isoformat(timespec="seconds")}
@@ -179,16 +190,92 @@ def batch_line(job: str, progress: BatchProgress) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Running:
+    """A snapshot of the micro-batch under way (replaced whole on every change)."""
+
+    batch_id: int
+    started: float
+    files: int | None = None
+    rows: int | None = None
+    stage: str = ""
+
+
+class CurrentBatch:
+    """The micro-batch under way and its stage, for the live status line (`describe`).
+
+    The foreachBatch function (a py4j callback thread) calls `start`, `update` and `finish`;
+    the display's refresh thread calls `describe`. Every change replaces one immutable snapshot
+    (a single attribute assignment), so a reader never sees half of an update.
+    """
+
+    def __init__(self, job: str, rows: str = "rows in") -> None:
+        self.job = job  # silver: the table whose query runs
+        self.rows_text = rows
+        self.run_started = time.perf_counter()
+        self.batches = 0
+        self._running: _Running | None = None
+
+    def restart(self, job: str) -> None:
+        """The run's next query (silver: the next table's)."""
+        self.job, self.batches, self._running = job, 0, None
+
+    def start(self, batch_id: int, files: int | None = None, stage: str = "") -> None:
+        self._running = _Running(batch_id, time.perf_counter(), files, stage=stage)
+
+    def update(
+        self, *, files: int | None = None, rows: int | None = None, stage: str | None = None
+    ) -> None:
+        running = self._running
+        if running is None:
+            return
+        self._running = replace(
+            running,
+            files=running.files if files is None else files,
+            rows=running.rows if rows is None else rows,
+            stage=running.stage if stage is None else stage,
+        )
+
+    def finish(self) -> None:
+        self.batches += 1
+        self._running = None
+
+    def describe(self) -> str:
+        """`bronze events batch 3 running: 2 files, 400 rows in, writing bronze, 1.2 s (run
+        9.8 s)`; between batches `bronze events: waiting for the next batch (run 9.8 s)`."""
+        now = time.perf_counter()
+        run = f"run {now - self.run_started:.1f} s"
+        running = self._running
+        if running is None:
+            waiting = "waiting for the next batch" if self.batches else "starting the stream"
+            return f"{self.job}: {waiting} ({run})"
+        parts = []
+        if running.files is not None:
+            parts.append(f"{running.files} file{'' if running.files == 1 else 's'}")
+        if running.rows is not None:
+            parts.append(f"{running.rows} {self.rows_text}")
+        if running.stage:
+            parts.append(running.stage)
+        parts.append(f"{now - running.started:.1f} s ({run})")
+        return f"{self.job} batch {running.batch_id} running: {', '.join(parts)}"
+
+
 @dataclass
 class RunProgress:
-    """Collects the batches of one run, prints their lines and fills the ledger record."""
+    """Collects the batches of one run, prints their lines and fills the ledger record;
+    `current` is the batch under way (for the live status line)."""
 
     job: str
     record: RunRecord
     report: Callable[[str], None] = say
     batches: list[BatchProgress] = field(default_factory=list)
+    current: CurrentBatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.current = CurrentBatch(self.job)
 
     def add(self, progress: BatchProgress) -> None:
+        self.current.finish()
         self.batches.append(progress)
         self.record.batches += 1
         self.record.files += progress.files
@@ -216,6 +303,11 @@ def _version(version: int) -> str:
 
 # -- the ledger ---------------------------------------------------------------------------
 def first_line(exc: BaseException) -> str:
+    """The line that says what went wrong: a known cause's message (`jobs.failures`), else the
+    exception's first line."""
+    known = None if isinstance(exc, RunoffError) else explain(exc)
+    if known:
+        return known
     text = str(getattr(exc, "desc", None) or exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
@@ -271,12 +363,21 @@ class BatchFunction:
 
 
 def run_query(
-    writer: DataStreamWriter, function: BatchFunction, checkpoint: Path, trigger: str, name: str
+    writer: DataStreamWriter,
+    function: BatchFunction,
+    checkpoint: Path,
+    trigger: str,
+    name: str,
+    *,
+    tables: Mapping[str, Path] | None = None,
+    reset_command: str | None = None,
 ) -> StreamingQuery:
     """Start `writer` with `function` as foreachBatch, wait for the run to end, return it.
 
     A failure inside a batch is re-raised as the original exception (RunoffErrors keep their
-    message; others become a RunoffError naming the batch); an interrupt stops the query.
+    message; others become a RunoffError naming the batch); a known cause (`jobs.failures`: a
+    full disk, a checkpoint Spark cannot read) becomes its one line, naming `tables` (what the
+    query writes) and `reset_command` where they help; an interrupt stops the query.
     """
     from pyspark.errors import StreamingQueryException
 
@@ -295,6 +396,15 @@ def run_query(
         cause = function.error
         if isinstance(cause, RunoffError):
             raise cause from exc
+        known = explain(
+            cause or exc,
+            checkpoint=checkpoint,
+            tables=tables,
+            reset_command=reset_command,
+            read_checkpoint=cause is None,  # Spark failed outside the batches: its own files
+        )
+        if known:
+            raise RunoffError(known) from (cause or exc)
         if cause is not None:
             raise RunoffError(
                 f"{name} failed in batch {function.failed_batch}: "

@@ -7,10 +7,12 @@ checks this restatement against the dataset modules.
 
 A landing line is
 - blank: empty or only ASCII whitespace (ignored);
-- valid (JSON datasets): UTF-8, a JSON object, every required field present and not null,
-  every schema field present and not null of its JSON type (long: integer; double: number;
-  string: string; timestamp: ISO-8601 string), and so a non-null event time;
-- valid (`lines`): UTF-8 and not blank;
+- valid (JSON datasets): at most MAX_LINE_BYTES long, UTF-8, a strict JSON object (no NaN or
+  Infinity; no escape of half a surrogate pair), every required field present and not null,
+  every schema field present and not null of its JSON type (long: 64-bit integer; double: finite
+  number; string: string; timestamp: ISO-8601 string in [EARLIEST, LATEST)), and so a non-null
+  event time, within EARLIEST + the longest window .. LATEST - the longest window;
+- valid (`lines`): not too long, UTF-8, not blank, and a folder date within those bounds;
 - malformed otherwise.
 
 Timestamps are aware UTC datetimes (`naive_utc` strips the zone for comparing with rows that
@@ -85,6 +87,17 @@ LOST_SIGNAL_THRESHOLD = 5
 _ISO_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})")
 _DATE_IN_PATH = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
 INT64 = range(-(2**63), 2**63)
+MAX_LINE_BYTES = 1 << 20  # README: a longer line is "line too long"
+# README: the times the tables hold; the event time keeps the dataset's longest silver window
+# away from both ends.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 31, tzinfo=UTC)
+LONGEST_WINDOW: dict[str, timedelta] = {
+    "events": timedelta(hours=1),
+    "sensors": timedelta(minutes=1),
+    "activity": timedelta(minutes=1),
+    "lines": timedelta(0),
+}
 ASCII_WHITESPACE = b" \t\n\x0b\x0c\r"  # what Java regex \s matches
 
 Kind = Literal["valid", "malformed", "blank"]
@@ -165,6 +178,8 @@ def classify(
     """One landing line as valid (with its bronze record), malformed (with a reason) or blank."""
     if raw.strip(ASCII_WHITESPACE) == b"":
         return Line(number, raw, "blank")
+    if len(raw) > MAX_LINE_BYTES:
+        return Line(number, raw, "malformed", "line too long")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -172,14 +187,18 @@ def classify(
     source = str(path) if path is not None else None
     if dataset in TEXT_DATASETS:
         event_time = datetime(day.year, day.month, day.day, tzinfo=UTC) if day is not None else None
+        if event_time is not None and not _in_bounds(dataset, event_time):
+            return Line(number, raw, "malformed", "event time out of range")
         line = {"line": text, **_time_columns(event_time), "_source_file": source}
         return Line(number, raw, "valid", record=line)
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
         return Line(number, raw, "malformed", "not JSON")
     if not isinstance(value, dict):
         return Line(number, raw, "malformed", "not a JSON object")
+    if not _encodable(value):
+        return Line(number, raw, "malformed", "invalid unicode escape")
     record: dict[str, Any] = {}
     for name, json_type in FIELDS[dataset].items():
         field_value = value.get(name)
@@ -193,6 +212,8 @@ def classify(
             return Line(number, raw, "malformed", f"wrong type for {name}")
         record[name] = converted
     event_time = _event_time(dataset, record)
+    if event_time is None or not _in_bounds(dataset, event_time):
+        return Line(number, raw, "malformed", "event time out of range")
     renames = BRONZE_RENAMES.get(dataset, {})
     bronze = {renames.get(name, name): v for name, v in record.items()}
     bronze.update(_time_columns(event_time), _source_file=source)
@@ -213,27 +234,70 @@ def rescued_data(value: dict[str, Any], declared: Iterable[str]) -> str | None:
     return json.dumps(extra, separators=(",", ":"), ensure_ascii=False) if extra else None
 
 
+def _no_constant(name: str) -> Any:
+    """`json.loads`' hook for NaN, Infinity and -Infinity: not JSON."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def _encodable(value: Any) -> bool:
+    """Every string of a parsed JSON value (keys too) is text UTF-8 can hold: `json` decodes an
+    escape of half a surrogate pair (without its other half) into a lone surrogate."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, dict):
+        return all(_encodable(k) and _encodable(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_encodable(v) for v in value)
+    return True
+
+
+def _in_bounds(dataset: str, event_time: datetime) -> bool:
+    """The event time lies where every window holding it fits in [EARLIEST, LATEST]."""
+    margin = LONGEST_WINDOW[dataset]
+    return EARLIEST + margin <= event_time < LATEST - margin
+
+
 def _convert(json_type: str, value: Any) -> Any:
-    """The value as its schema type, or None when the JSON type is wrong."""
+    """The value as its schema type, or None when the JSON type is wrong (or the type cannot
+    hold the value)."""
     if isinstance(value, bool):
         return None
     if json_type == "long":
         return value if isinstance(value, int) and value in INT64 else None
     if json_type == "double":
-        return float(value) if isinstance(value, int | float) else None
+        if not isinstance(value, int | float):
+            return None
+        try:
+            number = float(value)
+        except OverflowError:
+            return None
+        return number if math.isfinite(number) else None
     if json_type == "string":
         return value if isinstance(value, str) else None
     if json_type == "timestamp":
         if not isinstance(value, str) or not _ISO_TIMESTAMP.fullmatch(value):
             return None
         try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
-        except ValueError:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+        except (ValueError, OverflowError):
             return None
+        return moment if EARLIEST <= moment < LATEST else None
     raise ValueError(f"unknown JSON type {json_type!r}")
 
 
-def _event_time(dataset: str, record: dict[str, Any]) -> datetime:
+def _event_time(dataset: str, record: dict[str, Any]) -> datetime | None:
+    """The event time; None when even a datetime cannot hold it (out of range)."""
+    try:
+        return _computed_event_time(dataset, record)
+    except OverflowError:
+        return None
+
+
+def _computed_event_time(dataset: str, record: dict[str, Any]) -> datetime:
     if dataset == "events":
         return EPOCH + timedelta(seconds=record["time"])
     if dataset == "sensors":

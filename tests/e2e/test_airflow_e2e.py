@@ -13,10 +13,14 @@ a retry, emits no asset event, leaves the tables as they were, and the failure n
 message to a fake HTTP receiver on loopback (connection `runoff_notify`, given to Airflow as
 `AIRFLOW_CONN_RUNOFF_NOTIFY`). Every process it starts is stopped by process group in a `finally`.
 
-The dataset DAGs run daily here (`RUNOFF_DAG_SCHEDULE=@daily`) so that two backfilled days are
-two runs, and the scheduler creates no scheduled runs (`use_job_schedule=False`). `RUNOFF_DATASETS`
-names a user's spec folder (the `orders` dataset): its DAG must be parsed next to the seed ones,
-without an import error.
+`runoff_events` is hourly (its spec): the backfill over the six hours of data, which spans
+midnight, makes six runs, each of which re-runs exactly its hour (one commit at most per table
+and run, counted from the Delta history; a second backfill commits nothing). The backfills are
+created with the plain `airflow` CLI from a shell that has only `AIRFLOW_HOME` (what the README
+shows): `make airflow` wrote its settings into airflow.cfg. The scheduler creates no scheduled
+runs (`use_job_schedule=False`). Every task runs in `make airflow`'s `runoff serve` server.
+`RUNOFF_DATASETS` names a user's spec folder (the `orders` dataset): its DAG must be parsed next
+to the seed ones, without an import error.
 """
 
 from __future__ import annotations
@@ -55,7 +59,10 @@ DAG_ID = "runoff_events"
 USER_DAG_ID = "runoff_orders"  # declared in the RUNOFF_DATASETS folder
 # Two days of hourly landing files: 2024-01-01 21:00 .. 2024-01-02 02:00.
 GENERATE = ["--files", "6", "--rows-per-file", "25", "--start", "2024-01-01T21:00:00Z"]
-BACKFILL_DAYS = ("2024-01-01", "2024-01-02")  # inclusive logical dates: two daily runs
+# Logical dates (interval starts) of the hourly runs over the data: 21:00 .. 02:00, both
+# inclusive, six runs, on two days.
+BACKFILL_FROM, BACKFILL_TO = "2024-01-01T21:00:00+00:00", "2024-01-02T02:00:00+00:00"
+BACKFILL_HOURS = 6
 # A run takes about a minute on an idle 2-core machine; allow for a busy one.
 RUN_TIMEOUT = 480.0
 STARTUP_TIMEOUT = 300.0
@@ -93,11 +100,14 @@ class Airflow:
         raise AssertionError("unreachable")
 
     def cli(self, *args: str, attempts: int = 3) -> str:
-        """Run `airflow <args>`; retried when sqlite reports a lock (busy machine)."""
+        """Run `airflow <args>` as a user would from a shell: only `AIRFLOW_HOME` (and PATH,
+        HOME) set; retried when sqlite reports a lock (busy machine)."""
+        env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+        env["AIRFLOW_HOME"] = self.env["AIRFLOW_HOME"]
         for attempt in range(1, attempts + 1):
             result = subprocess.run(
                 [str(Path(sys.executable).parent / "airflow"), *args],
-                env=self.env,
+                env=env,
                 capture_output=True,
                 text=True,
                 timeout=300,
@@ -206,7 +216,6 @@ def airflow() -> Iterator[Airflow]:
     base = _clean_environment()
     base.update(
         {
-            "RUNOFF_DAG_SCHEDULE": "@daily",
             "RUNOFF_DATASETS": str(specs),
             "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
@@ -324,21 +333,31 @@ def _wait_for_dags(af: Airflow, timeout: float = 180.0) -> dict[str, dict[str, A
     raise AssertionError(f"{DAG_ID} not parsed within {timeout:.0f} s")
 
 
-def _backfill(af: Airflow, *extra: str) -> list[str]:
-    """`airflow backfill create` over BACKFILL_DAYS; wait until the backfill completes; return
-    the ids of its two runs (a re-run with `--reprocess-behavior completed` reuses the runs)."""
+def _backfill(af: Airflow, reprocess: bool = False) -> list[str]:
+    """A backfill over the hours of data; wait until it completes; return the ids of its six
+    runs. The first goes through `airflow backfill create` (the README's command); a re-run
+    (`reprocess`: the completed runs again) through the REST API's POST /backfills, the request
+    the UI's backfill dialog makes."""
     started = datetime.now(UTC)
-    af.cli(
-        "backfill",
-        "create",
-        "--dag-id",
-        DAG_ID,
-        "--from-date",
-        BACKFILL_DAYS[0],
-        "--to-date",
-        BACKFILL_DAYS[1],
-        *extra,
-    )
+    if not reprocess:
+        af.cli(
+            "backfill",
+            "create",
+            "--dag-id",
+            DAG_ID,
+            "--from-date",
+            BACKFILL_FROM,
+            "--to-date",
+            BACKFILL_TO,
+        )
+    else:
+        body = {
+            "dag_id": DAG_ID,
+            "from_date": BACKFILL_FROM,
+            "to_date": BACKFILL_TO,
+            "reprocess_behavior": "completed",
+        }
+        af.api("POST", "/backfills", body)
     # The scheduler closes a backfill once its runs have finished: only then may another start.
     deadline = time.monotonic() + 2 * RUN_TIMEOUT
     while True:
@@ -350,8 +369,11 @@ def _backfill(af: Airflow, *extra: str) -> list[str]:
             details = "\n".join(af.explain(r) for r in runs)
             raise AssertionError(f"backfill {newest} not completed:\n{details}")
         time.sleep(3)
-    runs = [r for r in af.runs("backfill") if r["logical_date"][:10] in BACKFILL_DAYS]
-    assert len(runs) == 2, runs
+    low, high = datetime.fromisoformat(BACKFILL_FROM), datetime.fromisoformat(BACKFILL_TO)
+    runs = [
+        r for r in af.runs("backfill") if low <= datetime.fromisoformat(r["logical_date"]) <= high
+    ]
+    assert len(runs) == BACKFILL_HOURS, runs
     for run in runs:
         assert run["state"] == "success", af.explain(run["dag_run_id"])
         assert datetime.fromisoformat(run["start_date"]) >= started, run
@@ -376,7 +398,7 @@ def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_pa
 
     dags = _wait_for_dags(af)
     dag = dags[DAG_ID]
-    assert dag["timetable_summary"] == "0 0 * * *"
+    assert dag["timetable_summary"] == "0 * * * *"  # hourly, as its spec says
     assert {tag["name"] for tag in dag["tags"]} == {"runoff", "events"}
     # The user's dataset comes from the same DAG file as the seed ones: parsed together.
     assert USER_DAG_ID in dags, sorted(dags)
@@ -406,7 +428,16 @@ def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_pa
     checkpoints = tree_listing(home / "checkpoints")
     assert_published(af, run["dag_run_id"], config)
 
-    # -- backfill two days: the backfill branch, idempotent, live checkpoints untouched --------
+    # -- a corrected delivery of hour 22, then the backfill of the six hours of data ----------
+    # Every run re-runs exactly its hour: only the 22:00 run finds a change, and it rewrites
+    # bronze's hour and every silver window overlapping it, one commit per table; the runs of
+    # the other hours commit nothing; the live checkpoints are untouched.
+    landed = expected.landing_files(config.landing_dir("events"))
+    hour_22 = next(p for p in landed if "T220000Z" in p.name)
+    records = [json.loads(line) for line in hour_22.read_text().splitlines() if line.strip()]
+    flipped = [{**r, "action": "Close" if r["action"] == "Open" else "Open"} for r in records]
+    hour_22.write_text("".join(json.dumps(r) + "\n" for r in flipped))
+    before = table_versions(config)
     first = _backfill(af)
     for run_id in first:
         assert af.task_states(run_id) == {
@@ -418,17 +449,28 @@ def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_pa
             "validate": "success",
             "publish": "success",
         }
-    logs = "\n".join(af.task_log(run_id, "backfill") for run_id in first)
-    assert "backfill events --start 2024-01-01 --end 2024-01-02" in logs
-    assert "backfill events --start 2024-01-02 --end 2024-01-03" in logs
-    assert_silver_matches_expected(config, "events")
-    assert snapshot_tables(config, "events") == after_run
+    logs = {run_id: af.task_log(run_id, "backfill") for run_id in first}
+    assert "backfill events --start 2024-01-01T21:00:00" in "\n".join(logs.values())
+    assert "backfill events --start 2024-01-02T02:00:00" in "\n".join(logs.values())
+    after = table_versions(config)
+    assert {t: after[t] - before[t] for t in after} == {
+        "bronze_events": 1,
+        "quarantine_events": 0,
+        "events_action_hourly": 1,
+        "events_action_sliding": 1,
+    }
+    changed = [r for r, log in logs.items() if "no table changed" not in log]
+    assert len(changed) == 1 and "T22:00:00" in changed[0], changed
+    assert_silver_matches_expected(config, "events")  # the oracle reads the corrected file
+    corrected = snapshot_tables(config, "events")
+    assert corrected != after_run
     assert tree_listing(home / "checkpoints") == checkpoints
 
-    _backfill(af, "--reprocess-behavior", "completed")
-    assert_silver_matches_expected(config, "events")
-    assert snapshot_tables(config, "events") == after_run
+    _backfill(af, reprocess=True)
+    assert table_versions(config) == after  # nothing to change: nothing written
+    assert snapshot_tables(config, "events") == corrected
     assert tree_listing(home / "checkpoints") == checkpoints
+    after_run = corrected
 
     # -- the grid page in a browser ------------------------------------------------------------
     png = tmp_path / "runoff_events_grid.png"
@@ -470,6 +512,17 @@ def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_pa
     time.sleep(3)
     assert len(af.receiver.received) == 1, af.receiver.received
     af.passed = True
+
+
+def table_versions(config: RunoffConfig) -> dict[str, int]:
+    """The Delta version of each table of `events` (delta-rs, independent of Spark)."""
+    from deltalake import DeltaTable
+
+    from delta_tables.catalog import Catalog
+
+    return {
+        t.name: DeltaTable(str(t.path)).version() for t in Catalog.load(config).tables("events")
+    }
 
 
 def assert_published(af: Airflow, run_id: str, config: RunoffConfig) -> None:

@@ -28,6 +28,7 @@ from jobs.status import bronze_checkpoint
 from tests.conftest import REPO_ROOT
 from tests.dags.tables import assert_silver_matches_expected, snapshot_tables
 from tests.integration.test_bronze import assert_tables_hold_exactly, land
+from tests.terminal import screen_lines
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -153,8 +154,9 @@ def test_exit_codes_through_the_server_are_the_documented_ones(
 def test_ctrl_c_on_a_terminal_stops_the_command_in_the_server(
     server: Server, tmp_path: Path
 ) -> None:
-    """SIGINT to the client's process group mid-run: exit 130 and one line, as a local run; the
-    ledger says interrupted; the next run finishes exactly once."""
+    """SIGINT to the client's process group mid-run: exit 130 and one line, as a local run (the
+    live status line shown on the client's terminal meanwhile); the ledger says interrupted; the
+    next run finishes exactly once."""
     config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
     files = land(config, "events", files=4, seed=13)
     pid, terminal = pty.fork()
@@ -177,7 +179,7 @@ def test_ctrl_c_on_a_terminal_stops_the_command_in_the_server(
             if not chunk:
                 break
             output += chunk
-            if not interrupted and b"bronze events batch 0" in output:
+            if not interrupted and b"bronze events batch 0:" in output:  # not the live line
                 os.killpg(os.getpgid(pid), signal.SIGINT)  # what the terminal does on Ctrl-C
                 interrupted = True
         _, status = os.waitpid(pid, 0)
@@ -185,7 +187,8 @@ def test_ctrl_c_on_a_terminal_stops_the_command_in_the_server(
         os.close(terminal)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-    text = output.decode(errors="replace").replace("\r\n", "\n")
+    assert b"bronze events batch 0 running: 1 file" in output, output  # the live status line
+    text = "\n".join(screen_lines(output))  # what the terminal shows once the client ended
     assert interrupted, text
     assert os.waitstatus_to_exitcode(status) == 130, text
     after = text[text.index("bronze events batch 0") :].splitlines()[1:]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,19 +24,27 @@ from delta_tables.catalog import Catalog
 from delta_tables.schemas import BRONZE_METADATA, QUARANTINE_SCHEMA
 from jobs import bronze
 from jobs.bronze import (
+    EARLIEST,
     ERR_EVENT_TIME,
     ERR_JSON,
     ERR_MISSING,
     ERR_NOT_OBJECT,
     ERR_RULE,
+    ERR_TIME_RANGE,
+    ERR_TOO_LONG,
     ERR_TYPE,
+    ERR_UNICODE,
     ERR_UTF8,
+    LATEST,
+    MAX_LINE_BYTES,
     BronzeOptions,
     archive_dir,
     count_lines,
+    event_time_bounds,
     good_rows,
     parse_lines,
     quarantine_rows,
+    unrepresentable,
 )
 from jobs.dataset import Dataset, compile_dataset
 from jobs.samples import spec_for
@@ -78,6 +86,44 @@ EVENTS_EDGE_CASES: tuple[bytes, ...] = (
     b'{"time":1704067200,"action":"Op\xff\xfeen"}',
     b'\xff\xfe{"time":1704067200,"action":"Open"}',
 )
+# Lines an attacker writes (events: the longest silver window is 1 hour, so event times must lie
+# in [0001-01-02T01:00Z, 9999-12-30T23:00Z)), each with the `_error` it must get (None: valid).
+HOSTILE_EVENTS: tuple[tuple[bytes, str | None], ...] = (
+    (b'{"time":253402300800,"action":"Open"}', ERR_TIME_RANGE),  # 10000-01-01
+    (b'{"time":253402210800,"action":"Open"}', ERR_TIME_RANGE),  # 9999-12-30T23:00Z
+    (b'{"time":253402210799,"action":"Open"}', None),  # 9999-12-30T22:59:59Z: the last second
+    (b'{"time":-62135506800,"action":"Close"}', None),  # 0001-01-02T01:00Z: the first second
+    (b'{"time":-62135506801,"action":"Close"}', ERR_TIME_RANGE),
+    (b'{"time":-62135596801,"action":"Open"}', ERR_TIME_RANGE),  # year 0
+    (b'{"time":9223372036854775807,"action":"Open"}', ERR_TIME_RANGE),
+    (b'{"time":-9223372036854775808,"action":"Open"}', ERR_TIME_RANGE),
+    (b'{"time":1704067200,"action":NaN}', ERR_JSON),
+    (b'{"time":1704067200,"action":-Infinity}', ERR_JSON),
+    (b'{"time":1704067200,"action":Infinity}', ERR_JSON),
+    (b'{"time":1704067200,"action":"Open","x":[NaN]}', ERR_JSON),
+    (b"{'time': 1704067200, 'action': 'Open'}", ERR_JSON),
+    (b'{"time":1704067200,/* note */"action":"Open"}', ERR_JSON),
+    (b'{"time":1704067200,"action":"Open"} // }', ERR_JSON),
+    (b'{"time":1704067200,"action":"Open"} # }', ERR_JSON),
+    (b'{"time":1704067200,"action":"Open"}{"time":1704067201,"action":"Close"}', ERR_JSON),
+    (b'{"time":1704067200,"action":"Open"}, {"x":"}"}', ERR_JSON),
+    (b'{"time":1704067200,"action":"Open"}] [{}', ERR_JSON),
+    (b'{"time":1704067200,"action":"Open"} "}"}', ERR_JSON),
+    (b'{time:1704067200,"action":"Open"}', ERR_JSON),
+    (b'{"time":01704067200,"action":"Open"}', ERR_JSON),
+    (b'{"time":1704067200,"action":"Op\\\\en"}', None),  # an escaped backslash
+    (b'{"time":1704067200,"action":"Open\\\\"}', None),
+    (b'{"time":1704067200,"action":"\\ud800"}', ERR_UNICODE),
+    (b'{"time":1704067200,"action":"x\\udc00"}', ERR_UNICODE),
+    (b'{"time":1704067200,"action":"\\udc00\\ud800"}', ERR_UNICODE),  # the halves reversed
+    (b'{"time":1704067200,"action":"\\ud800\\ud83d\\ude00"}', ERR_UNICODE),
+    (b'{"time":1704067200,"action":"\\\\\\ud800"}', ERR_UNICODE),  # `\\` then `\ud800`
+    (b'{"time":1704067200,"action":"Open","\\uDBFF":1}', ERR_UNICODE),  # in a name
+    (b'{"time":1704067200,"action":"Open \\ud83d\\ude00"}', None),  # a pair: one character
+    (b'{"time":1704067200,"action":"\\uD83D\\uDE00!"}', None),
+    (b'{"time":1704067200,"action":"a\\\\ud800"}', None),  # `\\` then the text `ud800`
+    (b'{"time":1704067200,"action":"{[\\"}]"}', None),  # brackets and quotes in a string
+)
 SENSORS_EDGE_CASES: tuple[bytes, ...] = (
     b'{"timestamp":"2024-01-01T00:00:02.317Z","deviceId":"d-1","deviceType":"x",'
     b'"signalStrength":3}',
@@ -113,7 +159,10 @@ def generated_lines(dataset: str) -> list[bytes]:
 
 
 def lines_for(dataset: str) -> list[bytes]:
-    extra = {"events": EVENTS_EDGE_CASES, "sensors": SENSORS_EDGE_CASES}.get(dataset, ())
+    extra = {
+        "events": (*EVENTS_EDGE_CASES, *(line for line, _ in HOSTILE_EVENTS)),
+        "sensors": SENSORS_EDGE_CASES,
+    }.get(dataset, ())
     return [*extra, *generated_lines(dataset)]
 
 
@@ -132,8 +181,8 @@ def rescued(line: expected.Line) -> str | None:
 
 def reason_matches(ours: str, theirs: str) -> bool:
     """Our `_error` and tests/expected.py's reason name the same fault."""
-    if theirs == "invalid UTF-8":
-        return ours == ERR_UTF8
+    if theirs in (ERR_UTF8, ERR_TOO_LONG, ERR_UNICODE, ERR_TIME_RANGE):
+        return ours == theirs
     if theirs in ("not JSON", "not a JSON object"):
         return ours in (ERR_JSON, ERR_NOT_OBJECT)
     if theirs.startswith("wrong type for "):
@@ -184,6 +233,164 @@ def test_error_names_the_fault_and_the_columns(
 ) -> None:
     (row,) = parsed_rows(spark, "events", [line])
     assert row["_error"] == error
+
+
+def test_hostile_lines_are_quarantined_with_their_reason(spark: SparkSession) -> None:
+    """Non-JSON (NaN, quotes, comments, bare names, a second value), lone surrogate escapes and
+    event times beyond the calendar get their own `_error`; the lines next to them that are
+    valid (the edges of the range, escaped backslashes, a surrogate pair) are records."""
+    lines = [line for line, _ in HOSTILE_EVENTS]
+    rows = parsed_rows(spark, "events", lines)
+    assert [(line, row["_error"]) for line, row in zip(lines, rows, strict=True)] == list(
+        HOSTILE_EVENTS
+    )
+    for line, error in HOSTILE_EVENTS:  # the independent classification agrees
+        want = expected.classify("events", line)
+        assert want.kind == ("valid" if error is None else "malformed"), line
+        assert error is None or reason_matches(error, want.reason or ""), (line, want.reason)
+    # A surrogate pair is one character, kept as it is.
+    good = {row["action"] for row in rows if row["_error"] is None}
+    assert {"Open \U0001f600", "\U0001f600!", "a\\ud800", "Op\\en", '{["}]'} <= good
+
+
+SENSORS_HOSTILE: tuple[tuple[bytes, str | None], ...] = (
+    # A timestamp field must hold a time of [EARLIEST, LATEST), a double a finite number.
+    (
+        b'{"timestamp":"9999-12-31T23:59:59-10:00","deviceId":"d","deviceType":"x",'
+        b'"signalStrength":1}',
+        f"{ERR_TYPE}: timestamp (timestamp)",
+    ),
+    (
+        b'{"timestamp":"+10000-01-01T00:00:00Z","deviceId":"d","deviceType":"x",'
+        b'"signalStrength":1}',
+        f"{ERR_TYPE}: timestamp (timestamp)",
+    ),
+    (
+        b'{"timestamp":"2024-01-01T00:00:00Z","deviceId":"d","deviceType":"x",'
+        b'"signalStrength":1e999}',
+        f"{ERR_TYPE}: signalStrength (double)",
+    ),
+    (
+        b'{"timestamp":"2024-01-01T00:00:00Z","deviceId":"d","deviceType":"x",'
+        b'"signalStrength":-1' + b"0" * 400 + b"}",
+        f"{ERR_TYPE}: signalStrength (double)",
+    ),
+    (
+        b'{"timestamp":"2024-01-01T00:00:00Z","deviceId":"d","deviceType":"x",'
+        b'"signalStrength":"NaN"}',
+        f"{ERR_TYPE}: signalStrength (double)",
+    ),
+    # The event time (the timestamp) keeps a minute (the longest window) from LATEST.
+    (
+        b'{"timestamp":"9999-12-30T23:59:00Z","deviceId":"d","deviceType":"x","signalStrength":1}',
+        ERR_TIME_RANGE,
+    ),
+    (
+        b'{"timestamp":"9999-12-30T23:58:59.999999Z","deviceId":"d","deviceType":"x",'
+        b'"signalStrength":1}',
+        None,
+    ),
+)
+
+
+def test_times_and_numbers_no_reader_can_hold_are_wrong_types(spark: SparkSession) -> None:
+    lines = [line for line, _ in SENSORS_HOSTILE]
+    rows = parsed_rows(spark, "sensors", lines)
+    assert [row["_error"] for row in rows] == [error for _, error in SENSORS_HOSTILE]
+    for line, error in SENSORS_HOSTILE:
+        want = expected.classify("sensors", line)
+        assert error is None or reason_matches(error, want.reason or ""), (line, want.reason)
+        assert want.kind == ("valid" if error is None else "malformed"), line
+
+
+def test_a_line_over_the_limit_is_quarantined_unparsed_with_its_start(
+    spark: SparkSession,
+) -> None:
+    head = b'{"time":1704067200,"action":"Open","pad":"'
+
+    def padded(size: int) -> bytes:
+        return head + b"x" * (size - len(head) - 2) + b'"}'
+
+    at_limit, over = padded(MAX_LINE_BYTES), padded(MAX_LINE_BYTES + 1)
+    # Characters of three bytes: over the limit in bytes, far below it in characters.
+    wide = head + "\u20ac".encode() * (MAX_LINE_BYTES // 3) + b'"}'
+    assert (len(at_limit), len(over)) == (MAX_LINE_BYTES, MAX_LINE_BYTES + 1)
+    assert len(wide) > MAX_LINE_BYTES > len(wide.decode())
+    blank = b" " * (MAX_LINE_BYTES + 10)
+    parsed = parse_lines(
+        raw_frame(spark, [(line, source("events"), 0) for line in (at_limit, over, wide, blank)]),
+        seed("events"),
+    )
+    rows = sorted(parsed.collect(), key=lambda r: r["_row_id"])
+    assert [r["_error"] for r in rows] == [None, ERR_TOO_LONG, ERR_TOO_LONG, None]
+    assert rows[3]["_blank"]
+    assert [expected.classify("events", line).reason for line in (at_limit, over, wide, blank)] == [
+        None,
+        ERR_TOO_LONG,
+        ERR_TOO_LONG,
+        None,
+    ]
+    bad = sorted(
+        quarantine_rows(parsed, BATCH_ID, INGESTED_AT).collect(), key=lambda r: r["_line_number"]
+    )
+    # `_raw` keeps MAX_LINE_BYTES + 1 characters: still too long when parsed again.
+    assert [r["_raw"] for r in bad] == [
+        line.decode()[: MAX_LINE_BYTES + 1] for line in (over, wide)
+    ]
+    again = parse_lines(
+        raw_frame(spark, [(r["_raw"].encode(), source("events"), 0) for r in bad]), seed("events")
+    )
+    assert [r["_error"] for r in again.collect()] == [ERR_TOO_LONG, ERR_TOO_LONG]
+
+
+def test_event_time_bounds_keep_every_window_in_the_calendar() -> None:
+    """[EARLIEST + the longest window, LATEST - it), as tests/expected.py restates it."""
+    for name in ("events", "sensors", "activity", "lines"):
+        low, high = event_time_bounds(seed(name))
+        margin = expected.LONGEST_WINDOW[name]
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
+        assert (expected.EARLIEST, expected.LATEST) == (EARLIEST, LATEST)
+        assert epoch + timedelta(microseconds=low) == EARLIEST + margin, name
+        assert epoch + timedelta(microseconds=high) == LATEST - margin, name
+
+
+def test_a_folder_date_beyond_the_range_is_out_of_range(spark: SparkSession) -> None:
+    files = [
+        "file:/landing/lines/date=9999-12-31/a.txt",
+        "file:/landing/lines/date=9999-12-30/a.txt",
+    ]
+    raw = raw_frame(spark, [(b"hello world", f, 0) for f in files])
+    rows = parse_lines(raw, seed("lines")).collect()
+    assert sorted((r["_source_file"], r["_error"]) for r in rows) == [
+        (files[1], None),
+        (files[0], ERR_TIME_RANGE),
+    ]
+
+
+def test_a_time_python_cannot_hold_names_its_file_and_line(spark: SparkSession) -> None:
+    """`bronze.select` can compute a time beyond the calendar: collecting it fails in Python,
+    and `unrepresentable` turns that into one line naming the dataset, file and line."""
+    dataset = with_spec("events", select=("time", "action", "timestamp_seconds(time * 100) AS far"))
+    lines = [
+        b'{"time":1704067200,"action":"Open"}',  # far: year 7370
+        b"",
+        b'{"time":3000000000,"action":"Open"}',  # far: year 11476
+        b"oops",
+    ]
+    parsed = parse_lines(raw_frame(spark, [(line, source("events"), 0) for line in lines]), dataset)
+    with pytest.raises((ValueError, OverflowError)) as failure:
+        good_rows(parsed, dataset, BATCH_ID, INGESTED_AT).collect()
+    error = unrepresentable(parsed, dataset, BATCH_ID, failure.value)
+    assert error is not None
+    message = str(error)
+    assert "\n" not in message
+    assert message.startswith(
+        f"events: {source('events')} line 3: far outside 0001-01-02 .. 9999-12-31 (UTC), "
+        "which Python cannot represent ("
+    )
+    assert f"nothing of batch {BATCH_ID} was committed" in message
+    # Without such a value the failure is not explained away.
+    assert unrepresentable(parsed, seed("events"), BATCH_ID, ValueError("x")) is None
 
 
 def test_lines_without_a_date_folder_have_no_event_time(spark: SparkSession) -> None:
