@@ -199,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repetitions", type=int, default=5, help="runs of each kind (server)")
     parser.add_argument("--baseline", type=int, default=3, help="runs of each kind (baseline)")
     args = parser.parse_args(argv or [])
+    # SIGTERM (a timeout, Ctrl-C's cousin) unwinds through `airflow()`, which stops Airflow.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     load_before = load_average()
     served = measure(server=True, repetitions=args.repetitions)
     submitted = measure(server=False, repetitions=args.baseline)

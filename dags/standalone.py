@@ -123,11 +123,13 @@ def write_airflow_cfg(env: Mapping[str, str]) -> Path:
 
 
 def prepare(env: Mapping[str, str], spark_slots: int) -> None:
-    """Write airflow.cfg, migrate the metadata DB, create the `spark` pool that bounds
-    concurrent Spark jobs."""
+    """Migrate the metadata DB, add this Airflow's settings to airflow.cfg and create the `spark`
+    pool that bounds concurrent Spark jobs. The first `airflow` command writes the default
+    airflow.cfg with the secrets every component must share (the JWT secret that signs task
+    tokens among them): the settings are merged into it afterwards, never written before it."""
     Path(env["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
-    write_airflow_cfg(env)
     airflow(env, "db", "migrate")
+    write_airflow_cfg(env)
     airflow(
         env,
         "pools",

@@ -18,7 +18,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -69,13 +69,6 @@ def iso_datetime(text: str) -> datetime:
             f"{text!r} is not an ISO-8601 date or time (e.g. 2024-01-01 or 2024-01-01T00:00:00Z)"
         ) from None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def iso_date(text: str) -> date:
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date of the form YYYY-MM-DD") from None
 
 
 def duration(text: str) -> str:
@@ -228,7 +221,11 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] 
     "silver": ("jobs.silver", "update the silver aggregates from bronze", _silver_args),
     "validate": ("quality.runner", "check tables with Great Expectations", _validate_args),
     "run": ("jobs.pipeline", "bronze, silver and validate in one go", _dataset_only),
-    "backfill": ("jobs.backfill", "idempotent re-run of the days [start, end)", _backfill_args),
+    "backfill": (
+        "jobs.backfill",
+        "idempotent re-run of the interval [start, end): dates or ISO times",
+        _backfill_args,
+    ),
     "status": (
         "jobs.status",
         "table versions, row counts, checkpoints and last runs",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# runoff's console is as wide as COLUMNS, else 120 (what Airflow's task logs get); pytest-xdist's
+# workers inherit COLUMNS=80, which would squeeze the tables the tests read.
+os.environ["COLUMNS"] = "120"
 
 
 @pytest.fixture(autouse=True)

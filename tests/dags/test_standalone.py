@@ -83,3 +83,27 @@ def test_the_generated_password_file_is_readable_by_its_owner_only(
     process = cast("subprocess.Popen[bytes]", Running())
     assert standalone.wait_until_ready(process, env, timeout=10) == "generated"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_settings_are_merged_into_the_airflow_cfg_airflow_wrote(tmp_path: Path) -> None:
+    """Airflow's own airflow.cfg keeps its generated secrets (every component must sign and
+    verify task tokens with the same one); runoff's settings are added; owner-only."""
+    import configparser
+
+    (tmp_path / "airflow.cfg").write_text("[api_auth]\njwt_secret = generated\n[core]\nx = 1\n")
+    env = {
+        "AIRFLOW_HOME": str(tmp_path),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "sqlite:////h/airflow.db?timeout=60",
+        "AIRFLOW__CORE__DAGS_FOLDER": "/repo/dags",
+        "AIRFLOW_CONN_SPARK_DEFAULT": "{}",  # a connection, not a setting
+        "RUNOFF_HOME": "/h",
+    }
+    path = standalone.write_airflow_cfg(env)
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(path)
+    assert {s: dict(config[s]) for s in config.sections()} == {
+        "api_auth": {"jwt_secret": "generated"},
+        "core": {"x": "1", "dags_folder": "/repo/dags"},
+        "database": {"sql_alchemy_conn": "sqlite:////h/airflow.db?timeout=60"},
+    }
+    assert path.stat().st_mode & 0o777 == 0o600
