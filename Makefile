@@ -47,8 +47,10 @@ browser:
 	  [ "$$(id -u)" = 0 ] && SUDO= || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# Two workers (pytest-xdist), a test file per worker at a time: each worker has its own
+# SparkSession, and a file's module fixtures (a runoff server, an Airflow) stay on one worker.
 pytest: install browser
-	$(RUN) pytest
+	$(RUN) pytest -n 2 --dist loadfile
 
 test: lint typecheck pytest
 
