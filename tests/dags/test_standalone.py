@@ -90,7 +90,7 @@ def test_settings_are_merged_into_the_airflow_cfg_airflow_wrote(tmp_path: Path) 
     verify task tokens with the same one); runoff's settings are added; owner-only."""
     import configparser
 
-    (tmp_path / "airflow.cfg").write_text("[api_auth]\njwt_secret = generated\n[core]\nx = 1\n")
+    (tmp_path / "airflow.cfg").write_text("[api_auth]\njwt_algorithm = HS512\n[core]\nx = 1\n")
     env = {
         "AIRFLOW_HOME": str(tmp_path),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "sqlite:////h/airflow.db?timeout=60",
@@ -102,7 +102,7 @@ def test_settings_are_merged_into_the_airflow_cfg_airflow_wrote(tmp_path: Path) 
     config = configparser.ConfigParser(interpolation=None)
     config.read(path)
     assert {s: dict(config[s]) for s in config.sections()} == {
-        "api_auth": {"jwt_secret": "generated"},
+        "api_auth": {"jwt_algorithm": "HS512"},
         "core": {"x": "1", "dags_folder": "/repo/dags"},
         "database": {"sql_alchemy_conn": "sqlite:////h/airflow.db?timeout=60"},
     }

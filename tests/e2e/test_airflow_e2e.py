@@ -333,40 +333,22 @@ def _wait_for_dags(af: Airflow, timeout: float = 180.0) -> dict[str, dict[str, A
     raise AssertionError(f"{DAG_ID} not parsed within {timeout:.0f} s")
 
 
-def _backfill(af: Airflow, reprocess: bool = False) -> list[str]:
-    """A backfill over the hours of data; wait until it completes; return the ids of its six
-    runs. The first goes through `airflow backfill create` (the README's command); a re-run
-    (`reprocess`: the completed runs again) through the REST API's POST /backfills, the request
-    the UI's backfill dialog makes."""
+def _backfill(af: Airflow, *extra: str) -> list[str]:
+    """`airflow backfill create` over the hours of data (the README's command); wait until the
+    backfill completes; return the ids of its six runs (a re-run with `--reprocess-behavior
+    completed` reuses them)."""
     started = datetime.now(UTC)
-    if not reprocess:
-        af.cli(
-            "backfill",
-            "create",
-            "--dag-id",
-            DAG_ID,
-            "--from-date",
-            BACKFILL_FROM,
-            "--to-date",
-            BACKFILL_TO,
-        )
-    else:
-        body = {
-            "dag_id": DAG_ID,
-            "from_date": BACKFILL_FROM,
-            "to_date": BACKFILL_TO,
-            "reprocess_behavior": "completed",
-        }
-        # On sqlite, Airflow answers 503 "Database is locked" while the scheduler writes: the
-        # UI shows that message and the user submits again; so does the test.
-        for attempt in range(10):
-            try:
-                af.api("POST", "/backfills", body)
-                break
-            except AssertionError as exc:
-                if "-> 503" not in str(exc) or attempt == 9:
-                    raise
-                time.sleep(3)
+    af.cli(
+        "backfill",
+        "create",
+        "--dag-id",
+        DAG_ID,
+        "--from-date",
+        BACKFILL_FROM,
+        "--to-date",
+        BACKFILL_TO,
+        *extra,
+    )
     # The scheduler closes a backfill once its runs have finished: only then may another start.
     deadline = time.monotonic() + 2 * RUN_TIMEOUT
     while True:
@@ -483,7 +465,7 @@ def test_airflow_runs_backfills_and_shows_runoff_events(airflow: Airflow, tmp_pa
     assert corrected != after_run
     assert tree_listing(home / "checkpoints") == checkpoints
 
-    _backfill(af, reprocess=True)
+    _backfill(af, "--reprocess-behavior", "completed")
     assert table_versions(config) == after  # nothing to change: nothing written
     assert snapshot_tables(config, "events") == corrected
     assert tree_listing(home / "checkpoints") == checkpoints

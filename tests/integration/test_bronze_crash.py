@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pty
 import queue
 import random
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -38,7 +36,7 @@ from jobs.bronze import landing_dirs
 from tests import expected
 from tests.conftest import REPO_ROOT
 from tests.integration.test_bronze import assert_tables_hold_exactly, land
-from tests.terminal import screen_lines
+from tests.terminal import run_on_terminal, screen_lines
 
 pytestmark = [pytest.mark.slow]
 
@@ -210,36 +208,20 @@ def test_ctrl_c_on_a_terminal_prints_one_line(tmp_path: Path) -> None:
     PySpark's tracebacks go to the home's log file, which the line names."""
     config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
     land(config, "events", files=4, seed=2)
-    pid, terminal = pty.fork()
-    if pid == 0:  # the child: runoff on the pseudo-terminal
-        os.chdir(REPO_ROOT)
-        os.environ.update({"PYTHONPATH": str(REPO_ROOT), "RUNOFF_SPARK_MASTER": "local[2]"})
-        argv = ["--home", str(config.home), "bronze", "events", "--max-files-per-trigger", "1"]
-        os.execv(sys.executable, [sys.executable, "-m", "jobs.cli", *argv])
-    output, interrupted = b"", False
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    try:
-        while time.monotonic() < deadline:
-            if not select.select([terminal], [], [], 0.5)[0]:
-                continue
-            try:
-                chunk = os.read(terminal, 65536)
-            except OSError:  # the terminal closed: the run is over
-                break
-            if not chunk:
-                break
-            output += chunk
-            if not interrupted and b"bronze events batch 0:" in output:  # not the live line
-                os.killpg(os.getpgid(pid), signal.SIGINT)  # what the terminal does on Ctrl-C
-                interrupted = True
-        _, status = os.waitpid(pid, 0)
-    finally:
-        os.close(terminal)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+    interrupted: list[bool] = []
+
+    def ctrl_c(output: bytes, pid: int) -> None:
+        if not interrupted and b"bronze events batch 0:" in output:  # not the live line
+            os.killpg(os.getpgid(pid), signal.SIGINT)  # what the terminal does on Ctrl-C
+            interrupted.append(True)
+
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RUNOFF_SPARK_MASTER": "local[2]"}
+    argv = ["--home", str(config.home), "bronze", "events", "--max-files-per-trigger", "1"]
+    command = [sys.executable, "-m", "jobs.cli", *argv]
+    output, code = run_on_terminal(command, REPO_ROOT, env, RUN_TIMEOUT_S, ctrl_c)
     text = "\n".join(screen_lines(output))  # what the terminal shows once the run ended
     assert interrupted, text
-    assert os.waitstatus_to_exitcode(status) == 130, text
+    assert code == 130, text
     after = text[text.index("bronze events batch 0") :].splitlines()[1:]
     after = [line for line in after if not line.startswith("bronze events batch ")]
     log = config.home / "logs" / "runoff.log"

@@ -7,10 +7,7 @@ by its pid at the end); each test drives it with `runoff` clients (real processe
 
 from __future__ import annotations
 
-import contextlib
 import os
-import pty
-import select
 import signal
 import subprocess
 import sys
@@ -28,7 +25,7 @@ from jobs.status import bronze_checkpoint
 from tests.conftest import REPO_ROOT
 from tests.dags.tables import assert_silver_matches_expected, snapshot_tables
 from tests.integration.test_bronze import assert_tables_hold_exactly, land
-from tests.terminal import screen_lines
+from tests.terminal import run_on_terminal, screen_lines
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -159,38 +156,19 @@ def test_ctrl_c_on_a_terminal_stops_the_command_in_the_server(
     next run finishes exactly once."""
     config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
     files = land(config, "events", files=4, seed=13)
-    pid, terminal = pty.fork()
-    if pid == 0:  # the child: a runoff client on the pseudo-terminal
-        os.chdir(REPO_ROOT)
-        os.environ.clear()
-        os.environ.update(server.env())
-        argv = server.command(config.home, "bronze", "events", "--max-files-per-trigger", "1")
-        os.execv(sys.executable, argv)
-    output, interrupted = b"", False
-    deadline = time.monotonic() + RUN_TIMEOUT
-    try:
-        while time.monotonic() < deadline:
-            if not select.select([terminal], [], [], 0.5)[0]:
-                continue
-            try:
-                chunk = os.read(terminal, 65536)
-            except OSError:  # the terminal closed: the client is done
-                break
-            if not chunk:
-                break
-            output += chunk
-            if not interrupted and b"bronze events batch 0:" in output:  # not the live line
-                os.killpg(os.getpgid(pid), signal.SIGINT)  # what the terminal does on Ctrl-C
-                interrupted = True
-        _, status = os.waitpid(pid, 0)
-    finally:
-        os.close(terminal)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+    interrupted: list[bool] = []
+
+    def ctrl_c(output: bytes, pid: int) -> None:
+        if not interrupted and b"bronze events batch 0:" in output:  # not the live line
+            os.killpg(os.getpgid(pid), signal.SIGINT)  # what the terminal does on Ctrl-C
+            interrupted.append(True)
+
+    argv = server.command(config.home, "bronze", "events", "--max-files-per-trigger", "1")
+    output, code = run_on_terminal(argv, REPO_ROOT, server.env(), RUN_TIMEOUT, ctrl_c)
     assert b"bronze events batch 0 running: 1 file" in output, output  # the live status line
     text = "\n".join(screen_lines(output))  # what the terminal shows once the client ended
     assert interrupted, text
-    assert os.waitstatus_to_exitcode(status) == 130, text
+    assert code == 130, text
     after = text[text.index("bronze events batch 0") :].splitlines()[1:]
     after = [line for line in after if line.strip() and "bronze events batch" not in line]
     assert len(after) == 1 and after[0].startswith(f"runoff: interrupted; {RESUME}"), text
