@@ -140,14 +140,7 @@ def airflow(home: Path, server: bool) -> Iterator[Airflow]:
             time.sleep(1)
         url = f"http://127.0.0.1:{port}"
         password = standalone.admin_password(home / "airflow")
-        request = urllib.request.Request(
-            f"{url}/auth/token",
-            method="POST",
-            data=json.dumps({"username": "admin", "password": password}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            af = Airflow(url, json.loads(response.read())["access_token"])
+        af = Airflow(url, standalone.api_token(url, password))
         while DAG_ID not in {d["dag_id"] for d in af.api("GET", "/dags")["dags"]}:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{DAG_ID} was not parsed")

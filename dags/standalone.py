@@ -158,6 +158,19 @@ def api_ready(url: str) -> bool:
         return False
 
 
+def api_token(url: str, password: str | None, username: str = "admin") -> str:
+    """A JWT for the REST API of the Airflow at `url` (POST /auth/token with the login)."""
+    request = urllib.request.Request(
+        f"{url}/auth/token",
+        method="POST",
+        data=json.dumps({"username": username, "password": password}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        token: str = json.loads(response.read())["access_token"]
+        return token
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))

@@ -192,18 +192,6 @@ def _clean_environment() -> dict[str, str]:
     }
 
 
-def _login(url: str, password: str) -> str:
-    request = urllib.request.Request(
-        f"{url}/auth/token",
-        method="POST",
-        data=json.dumps({"username": "admin", "password": password}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        token: str = json.loads(response.read())["access_token"]
-        return token
-
-
 @pytest.fixture(scope="module")
 def airflow() -> Iterator[Airflow]:
     # Not pytest's tmp_path: concurrent pytest runs rotate those away, with the logs of a failure.
@@ -250,7 +238,9 @@ def airflow() -> Iterator[Airflow]:
     try:
         password = _wait_for_login(process, env, log)
         url = env["AIRFLOW__API__BASE_URL"]
-        af = Airflow(url=url, env=env, token=_login(url, password), log=log, receiver=receiver)
+        af = Airflow(
+            url=url, env=env, token=standalone.api_token(url, password), log=log, receiver=receiver
+        )
         yield af
     finally:
         _stop_airflow(process, Path(env["AIRFLOW_HOME"]))
