@@ -86,6 +86,16 @@ def table_rows(results: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
     return rows
 
 
+def _load_text(params: Mapping[str, Any]) -> str:
+    """The machine's load averages (1, 5, 15 minutes) recorded before and after the run."""
+    parts = []
+    for when in ("before", "after"):
+        load = params.get(f"load_{when}")
+        if isinstance(load, list) and load:
+            parts.append(f"{when} {' / '.join(f'{x:.2f}' for x in load)}")
+    return f"load averages (1 / 5 / 15 min) {', '.join(parts)}" if parts else ""
+
+
 def _machine_line(machine: Mapping[str, Any]) -> str:
     parts = []
     if machine.get("cpus"):
@@ -114,7 +124,11 @@ def render_table(results: Sequence[Mapping[str, Any]], errors: Sequence[str] = (
             "",
         ]
         for result in results:
-            lines.append(f"- `{result['name']}`: {result['description']} `{result['rerun']}`")
+            load = _load_text(result.get("params") or {})
+            lines.append(
+                f"- `{result['name']}`: {result['description']} `{result['rerun']}`"
+                + (f" ({load})" if load else "")
+            )
         machines = list(
             dict.fromkeys(_machine_line(r["machine"]) for r in results if r.get("machine"))
         )

@@ -113,7 +113,7 @@ def machine_info() -> dict[str, Any]:
     return {
         "cpus": os.cpu_count(),
         "memory_gb": _memory_gb(),
-        "platform": platform.platform(),
+        "platform": f"{platform.system()} {platform.machine()}",
         "processor": platform.processor() or platform.machine(),
         "python": platform.python_version(),
         "java": _java_version(),
