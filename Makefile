@@ -3,27 +3,29 @@ SHELL := /bin/bash
 UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: install jars demo test lint typecheck pytest bench soak airflow check-java browser clean
+.PHONY: install jars demo test lint typecheck pytest bench soak airflow check-java browser postgres clean
 
-# Bootstrap uv when it is missing (PyPI only), then install the locked environment. Bytecode is
+# Bootstrap uv when it is missing (PyPI only), then install the locked environment (with the
+# `postgres` extra: the driver of Airflow's Postgres metadata database). Bytecode is
 # compiled at install time: every Spark Python worker imports pyspark, pyarrow and deltalake.
 # Then the Data Docs assets (quality/vendor/package-lock.json, from the npm registry) with npm,
 # installed from Debian's packages when missing; `npm ci` reruns only when the lockfile changes.
 install: check-java jars
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet --user uv
-	$(UV) sync --frozen --compile-bytecode
+	$(UV) sync --frozen --extra postgres --compile-bytecode
 	@command -v npm >/dev/null 2>&1 || { \
 	  [ "$$(id -u)" = 0 ] && SUDO= || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq npm >/dev/null; }
 	@[ quality/vendor/node_modules/.package-lock.json -nt quality/vendor/package-lock.json ] || \
 	  (cd quality/vendor && npm ci)
 
-# delta-spark's JVM jars (jvm/pom.xml) from Maven Central into jvm/jars/; runs need no network after.
+# The JVM jars (jvm/pom.xml) from Maven Central: delta-spark's into jvm/jars/, the s3a://
+# filesystem's into jvm/jars/s3/; runs need no network after.
 jars: jvm/jars/.fetched
 jvm/jars/.fetched: jvm/pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "runoff: Maven is required to fetch delta-spark's jars: install it, e.g. 'apt-get install maven'" >&2; exit 1; }
 	rm -rf jvm/jars
-	mvn -q -B -f jvm/pom.xml dependency:copy-dependencies
+	mvn -q -B -f jvm/pom.xml dependency:copy-dependencies@delta dependency:copy-dependencies@s3
 	touch $@
 
 check-java:
@@ -47,9 +49,15 @@ browser:
 	  [ "$$(id -u)" = 0 ] && SUDO= || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# PostgreSQL from Debian's packages: the Airflow-on-Postgres test starts its own server with it.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  [ "$$(id -u)" = 0 ] && SUDO= || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null; }
+
 # Two workers (pytest-xdist), a test file per worker at a time: each worker has its own
 # SparkSession, and a file's module fixtures (a runoff server, an Airflow) stay on one worker.
-pytest: install browser
+pytest: install browser postgres
 	$(RUN) pytest -n 2 --dist loadfile
 
 test: lint typecheck pytest
