@@ -2,13 +2,19 @@
 
 Input: the runoff home (`--home`, else `RUNOFF_HOME`, else `./.runoff`) and a port. Output: a
 running `airflow standalone` whose metadata DB (sqlite) and logs live in `<home>/airflow`, whose
-DAGs folder is this repository's `dags/`, with the `spark_default` connection (`local[*]` unless
-`AIRFLOW_CONN_SPARK_DEFAULT` is already set) and the `spark` pool; it prints the URL and the
-admin login, then runs until Ctrl-C and stops every process it started. Its settings are also
-written to `<home>/airflow/airflow.cfg`: any `airflow` command with `AIRFLOW_HOME=<home>/airflow`
-talks to the same Airflow. Unless `--no-server`, it first starts `runoff serve` (log in
-`<home>/logs/server.log`) and gives the tasks `RUNOFF_SERVER`: every Spark step runs in that one
-warm driver, whose master is `RUNOFF_SPARK_MASTER` (default `local[*]`).
+DAGs folder is this repository's `dags/`, with the `spark_default` connection and the `spark`
+pool; it prints the URL and the admin login, then runs until Ctrl-C and stops every process it
+started. Its settings are also written to `<home>/airflow/airflow.cfg`: any `airflow` command
+with `AIRFLOW_HOME=<home>/airflow` talks to the same Airflow. Unless `--no-server`, it first
+starts `runoff serve` (log in `<home>/logs/server.log`) and gives the tasks `RUNOFF_SERVER`:
+every Spark step runs in that one warm driver.
+
+The `spark_default` connection names the Spark master of every task, served or not: a
+`spark-submit` task passes it as `--master`, and the server runs on it too (`server_env`: the
+master the Spark provider's `SparkSubmitHook` reads from the connection). Set
+`AIRFLOW_CONN_SPARK_DEFAULT` (`spark://host:7077`, or JSON such as `{"conn_type": "spark",
+"host": "spark://host", "port": 7077}`) to run the DAGs on a cluster; without it the connection
+is `RUNOFF_SPARK_MASTER` (default `local[*]`).
 
     uv run --frozen python -m dags.standalone [--home PATH] [--port 8080] [--spark-slots 2]
                                               [--no-server]
@@ -81,8 +87,49 @@ def airflow_env(
     env.setdefault("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
     # A laptop, not a cluster: a few task processes (the `spark` pool bounds Spark jobs anyway).
     env.setdefault("AIRFLOW__CORE__PARALLELISM", "4")
-    env.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(SPARK_CONNECTION))
+    # The master of every task, spark-submit or served (`server_env`).
+    master = env.get("RUNOFF_SPARK_MASTER") or SPARK_CONNECTION["host"]
+    env.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({**SPARK_CONNECTION, "host": master}))
     return env
+
+
+# Prints the `--master` a task's spark-submit gets from `spark_default`: the Spark provider's own
+# reading of the connection (URI or JSON, a host with or without its scheme, a port). The hook
+# falls back to `yarn` when it cannot read the connection: looking it up first fails instead.
+_CONNECTION_MASTER = (
+    "from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook\n"
+    "SparkSubmitHook.get_connection('spark_default')\n"
+    "print(SparkSubmitHook(conn_id='spark_default')._connection['master'])\n"
+)
+
+
+def connection_master(env: Mapping[str, str]) -> str:
+    """The Spark master the `spark_default` connection names in the Airflow environment `env`
+    (`AIRFLOW_CONN_SPARK_DEFAULT`, else the metadata database), as `SparkSubmitHook` resolves it
+    for a task's spark-submit. Read in a child process: importing Airflow here would configure it
+    from this process's environment, not from `env`."""
+    result = subprocess.run(
+        [sys.executable, "-c", _CONNECTION_MASTER],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        output = (result.stderr or result.stdout).strip().splitlines()[-20:]
+        raise RuntimeError("the spark_default connection cannot be read:\n" + "\n".join(output))
+    return lines[-1].strip()
+
+
+def server_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment of `runoff serve`: the Airflow environment, with `RUNOFF_SPARK_MASTER` the
+    master of the `spark_default` connection (`connection_master`), so that the served tasks run
+    where a spark-submit task would."""
+    served = {k: v for k, v in env.items() if k != "RUNOFF_SERVER"}
+    served["RUNOFF_SPARK_MASTER"] = connection_master(env)
+    return served
 
 
 def airflow(env: Mapping[str, str], *args: str) -> None:
@@ -211,7 +258,9 @@ def server_socket(home: Path) -> Path:
 
 def start_server(env: Mapping[str, str], home: Path) -> subprocess.Popen[bytes]:
     """Start `runoff serve` in its own process group, its output in `<home>/logs/server.log`:
-    the warm Spark driver every task of this Airflow runs its step in (`RUNOFF_SERVER`)."""
+    the warm Spark driver every task of this Airflow runs its step in (`RUNOFF_SERVER`), on the
+    master of the `spark_default` connection (`server_env`)."""
+    served = server_env(env)
     log_path = home / "logs" / "server.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     output = open(log_path, "ab")  # noqa: SIM115 - owned by the child
@@ -219,7 +268,7 @@ def start_server(env: Mapping[str, str], home: Path) -> subprocess.Popen[bytes]:
     command = ["--home", str(home), "serve", "--socket", str(socket_path)]
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "runoff"), *command],
-        env={k: v for k, v in env.items() if k != "RUNOFF_SERVER"},
+        env=served,
         stdout=output,
         stderr=subprocess.STDOUT,
         start_new_session=True,
