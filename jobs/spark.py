@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,6 +75,14 @@ LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 JAVA_OPTIONS = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
 
 
+def master_conf(config: RunoffConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`spark.master` of the session: `RUNOFF_SPARK_MASTER` (`config.spark_master`), except in a
+    driver spark-submit started (it sets PYSPARK_GATEWAY_PORT), such as an Airflow task's: there
+    spark-submit's `--master` (the `spark_default` connection) stands."""
+    env = os.environ if env is None else env
+    return {} if "PYSPARK_GATEWAY_PORT" in env else {"spark.master": config.spark_master}
+
+
 def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> SparkSession:
     """Return the active runoff SparkSession, creating and configuring it if needed."""
     require_java()
@@ -89,7 +98,7 @@ def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> S
 
     builder = (
         SparkSession.builder.appName(app_name)
-        .master(config.spark_master)
+        .config(map={**master_conf(config)})
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.default.parallelism", str(config.shuffle_partitions))
