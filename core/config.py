@@ -2,18 +2,34 @@
 
 Every path of the home directory layout (README, "Home directory") is derived here so that no
 other module joins path strings by hand.
+
+The data (landing files and their archive, Delta tables, checkpoints, quality results) lives
+under `data`: the home itself, or the folder or `s3a://bucket/prefix` of `RUNOFF_DATA` (README,
+"Scaling out"). What one machine's runoff keeps for itself (run ledger, locks, logs, the Great
+Expectations project and its Data Docs, reports, the server socket) stays in the home. A path
+under an `s3a://` data root is a `upath.UPath` (fsspec's S3 filesystem, s3fs): the same
+pathlib calls work on both (`Location`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from upath import UPath
+
 from core.errors import ConfigError
+from core.locking import local_lock_file, lock_path
 from core.specs import SEED_DIR
+
+# A folder or file of the data: a local path (upath's PosixUPath, a pathlib.Path too), or an
+# s3a:// object path (upath's S3Path).
+Location = UPath
+OBJECT_STORE_SCHEMES = ("s3a",)
 
 DEFAULT_HOME = "./.runoff"
 LAYERS = ("bronze", "silver")
@@ -55,6 +71,72 @@ def _dataset_dirs(env_value: str, flags: Sequence[str | os.PathLike[str]]) -> tu
     return tuple(dirs)
 
 
+def is_local(location: Location) -> bool:
+    return isinstance(location, Path)
+
+
+def real_name(location: Location) -> str:
+    """How Spark's file source log names a file: a local path with its symlinks resolved, or the
+    object's URI."""
+    return os.path.realpath(location) if isinstance(location, Path) else str(location)
+
+
+def remove_tree(location: Location) -> bool:
+    """Delete a folder and everything below it; False when there was nothing."""
+    if isinstance(location, Path):
+        if not location.exists():
+            return False
+        shutil.rmtree(location)
+        return True
+    if not location.exists():
+        return False
+    location.fs.rm(location.path, recursive=True)
+    return True
+
+
+def write_whole(location: Location, text: str) -> None:
+    """Replace a file's content at once: locally a hidden temp file renamed over it; on object
+    storage one PUT (atomic by itself)."""
+    if not isinstance(location, Path):
+        location.write_text(text)
+        return
+    temp = location.with_name(f".{location.name}.tmp")
+    temp.write_text(text)
+    temp.replace(location)
+
+
+def append_text(location: Location, text: str) -> None:
+    """Append to a file, flushed to disk; on object storage (no appends) the object is written
+    again whole, which is safe for the one writer that holds the checkpoint's lock."""
+    if not isinstance(location, Path):
+        before = location.read_text() if location.exists() else ""
+        location.write_text(before + text)
+        return
+    with location.open("a", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def as_location(path: str | os.PathLike[str] | Location) -> Location:
+    """A path or URI as the `Location` it names."""
+    return path if isinstance(path, UPath) else UPath(path)
+
+
+def data_location(raw: str | os.PathLike[str], what: str = "RUNOFF_DATA") -> Location:
+    """A local folder (absolute) or an `s3a://bucket/prefix` URI; other schemes are refused."""
+    text = os.fspath(raw).strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return UPath(Path(text).expanduser().absolute())
+    if scheme not in OBJECT_STORE_SCHEMES or not rest.split("/")[0]:
+        raise ConfigError(
+            f"{what}={text!r}: use a local folder or s3a://<bucket>/<prefix> (other URI schemes "
+            "are not supported)"
+        )
+    return UPath(text.rstrip("/"))
+
+
 @dataclass(frozen=True)
 class RunoffConfig:
     """Where runoff keeps its data and how it talks to Spark."""
@@ -69,6 +151,8 @@ class RunoffConfig:
     verbose: bool = False
     # Folders of dataset specs: the repo's seed datasets, then RUNOFF_DATASETS, then --datasets.
     dataset_dirs: tuple[Path, ...] = (SEED_DIR,)
+    # Where the data lives (RUNOFF_DATA): None is the home itself.
+    data_root: Location | None = None
 
     @classmethod
     def from_sources(
@@ -95,6 +179,7 @@ class RunoffConfig:
             vacuum_retention_hours=_env_int(env, "RUNOFF_VACUUM_RETENTION_HOURS", 168, minimum=0),
             verbose=verbose,
             dataset_dirs=_dataset_dirs(env.get("RUNOFF_DATASETS", ""), datasets),
+            data_root=data_location(env["RUNOFF_DATA"]) if env.get("RUNOFF_DATA") else None,
         )
         return config
 
@@ -119,33 +204,58 @@ class RunoffConfig:
 
     # -- home directory layout -------------------------------------------------------------
     @property
-    def landing_root(self) -> Path:
-        return self.home / "landing"
+    def data(self) -> Location:
+        """Root of landing/, archive/, delta/ (not the ledger), checkpoints/, quality/results."""
+        return UPath(self.home) if self.data_root is None else self.data_root
 
-    def landing_dir(self, dataset: str) -> Path:
+    @property
+    def on_object_store(self) -> bool:
+        return not is_local(self.data)
+
+    @property
+    def landing_root(self) -> Location:
+        return self.data / "landing"
+
+    def landing_dir(self, dataset: str) -> Location:
         """The default landing folder (`landing/<dataset>`); a spec's `source.path` may name
         another: ask `delta_tables.catalog.Catalog.landing_dir`."""
         return self.landing_root / dataset
 
-    def bronze_path(self, dataset: str) -> Path:
-        return self.home / "delta" / "bronze" / dataset
+    @property
+    def archive_root(self) -> Location:
+        return self.data / "archive"
 
-    def quarantine_path(self, dataset: str) -> Path:
-        return self.home / "delta" / "quarantine" / dataset
+    def bronze_path(self, dataset: str) -> Location:
+        return self.data / "delta" / "bronze" / dataset
 
-    def silver_path(self, table: str) -> Path:
+    def quarantine_path(self, dataset: str) -> Location:
+        return self.data / "delta" / "quarantine" / dataset
+
+    def silver_path(self, table: str) -> Location:
         """`table` is the full silver table name, e.g. `events_action_hourly`."""
-        return self.home / "delta" / "silver" / table
+        return self.data / "delta" / "silver" / table
 
     @property
-    def runs_path(self) -> Path:
-        return self.home / "delta" / "ops" / "runs"
+    def runs_path(self) -> Location:
+        """The run ledger: in the home (each machine's runs), not under `data`."""
+        return UPath(self.home / "delta" / "ops" / "runs")
 
-    def checkpoint_dir(self, layer: str, table: str) -> Path:
+    def checkpoint_dir(self, layer: str, table: str) -> Location:
         if layer not in LAYERS:
             raise ConfigError(f"layer {layer!r} is not one of {', '.join(LAYERS)}")
-        return self.home / "checkpoints" / layer / table
+        return self.data / "checkpoints" / layer / table
+
+    def lock_path(self, checkpoint: Location) -> Path:
+        """The lock file of a checkpoint: beside it when local (deleting a checkpoint keeps the
+        lock); on object storage, where no lock can be held, `core.locking.local_lock_file`."""
+        if isinstance(checkpoint, Path):
+            return lock_path(Path(checkpoint))
+        return local_lock_file(checkpoint.parent, f"{checkpoint.name}.lock")
 
     @property
     def quality_dir(self) -> Path:
         return self.home / "quality"
+
+    @property
+    def quality_results_path(self) -> Location:
+        return self.data / "quality" / "results"

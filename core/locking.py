@@ -1,6 +1,7 @@
 """One run per checkpoint at a time.
 
-A run holds an exclusive `flock` on `<checkpoint>/../<name>.lock` for its whole life. The kernel
+A run holds an exclusive `flock` on `<checkpoint>/../<name>.lock` for its whole life (for a
+checkpoint on object storage, a file in the home: `RunoffConfig.lock_path`). The kernel
 drops the lock when the holder dies (even by SIGKILL), so a stale lock is taken over for free;
 the file itself records who holds it so that a refused run can name the holder.
 """
@@ -13,6 +14,7 @@ import json
 import logging
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +28,17 @@ logger = logging.getLogger(__name__)
 def lock_path(checkpoint_dir: Path) -> Path:
     """The lock lives beside the checkpoint so that deleting a checkpoint keeps the lock."""
     return checkpoint_dir.parent / f"{checkpoint_dir.name}.lock"
+
+
+def local_lock_file(location: object, name: str) -> Path:
+    """The lock file `name` of a folder: inside it when it is local; for a folder on object
+    storage (where no lock can be held), a file of this machine's temporary folder named after
+    the folder's URI, shared by every runoff process of the machine whatever its home. Such a
+    lock keeps out runs on this machine only (README, "Scaling out")."""
+    if isinstance(location, Path):
+        return location / name
+    protocol, path = getattr(location, "protocol", ""), getattr(location, "path", str(location))
+    return Path(tempfile.gettempdir()) / "runoff-locks" / protocol / path.strip("/") / name
 
 
 def read_holder(path: Path) -> dict[str, object]:
@@ -49,9 +62,12 @@ def describe_holder(holder: dict[str, object]) -> str:
 
 
 @contextmanager
-def checkpoint_lock(checkpoint_dir: Path, what: str) -> Iterator[Path]:
-    """Hold the lock of `checkpoint_dir` or raise LockHeldError naming the live holder."""
-    path = lock_path(checkpoint_dir)
+def checkpoint_lock(checkpoint_dir: object, what: str, lock: Path | None = None) -> Iterator[Path]:
+    """Hold the lock of `checkpoint_dir` (the file `lock`, else the one beside a local
+    checkpoint) or raise LockHeldError naming the live holder."""
+    if lock is None and not isinstance(checkpoint_dir, Path):
+        raise TypeError(f"{checkpoint_dir} is not a local folder: pass its lock file")
+    path = lock or lock_path(checkpoint_dir)  # type: ignore[arg-type]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:

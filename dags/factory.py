@@ -62,7 +62,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 from airflow.sdk import DAG, Asset, BaseNotifier, Param, TriggerRule, task
 
-from core.config import RunoffConfig
+from core.config import Location, RunoffConfig
 from delta_tables.catalog import Catalog
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -369,7 +369,7 @@ def spark_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 def dataset_assets(catalog: Catalog, dataset: str) -> dict[str, Asset]:
     """Airflow Assets for a dataset's landing files and tables (lineage in the UI)."""
 
-    def asset(name: str, path: Path, layer: str) -> Asset:
+    def asset(name: str, path: Location, layer: str) -> Asset:
         return Asset(
             name=name,
             uri=path.absolute().as_uri(),

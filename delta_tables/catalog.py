@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from core.config import RunoffConfig
+from upath import UPath
+
+from core.config import Location, RunoffConfig, data_location
 from core.errors import ConfigError
 from core.specs import DatasetSpec, SpecError, SpecScan, scan
 from delta_tables.writes import is_delta_table
@@ -39,9 +41,9 @@ class Table:
 
     name: str
     layer: Layer
-    path: Path
+    path: Location
     dataset: str = ""
-    checkpoint: Path | None = None
+    checkpoint: Location | None = None
     partition_by: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()  # the columns that identify a row (silver MERGE condition)
     properties: Mapping[str, str] = field(default_factory=dict)
@@ -124,15 +126,14 @@ class Catalog:
         choices = ", ".join(self.names) or "none"
         raise ConfigError(f"unknown dataset {dataset!r}: choose one of {choices}") from None
 
-    def landing_dir(self, dataset: str) -> Path:
-        """`source.path` of the spec: relative to the home, or absolute."""
+    def landing_dir(self, dataset: str) -> Location:
+        """`source.path` of the spec: relative to the data root (the home unless `RUNOFF_DATA`
+        names another), absolute, or an `s3a://` URI."""
         raw = self.spec(dataset).source_path
         if "://" in raw:
-            raise ConfigError(
-                f"dataset {dataset!r}: source.path {raw!r}: only local folders are supported"
-            )
+            return data_location(raw, what=f"dataset {dataset!r}: source.path")
         path = Path(raw).expanduser()
-        return path if path.is_absolute() else self.config.home / path
+        return UPath(path) if path.is_absolute() else self.config.data / path
 
     # -- tables ---------------------------------------------------------------------------
     def _properties(self) -> dict[str, str]:
@@ -194,7 +195,7 @@ class Catalog:
         return Table(
             name="quality_results",
             layer="ops",
-            path=self.config.quality_dir / "results",
+            path=self.config.quality_results_path,
             properties=self._properties(),
             description="quality results history: one row per expectation per validation",
         )

@@ -11,11 +11,10 @@ the first adds no version.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.config import Location, as_location
 from delta_tables.writes import is_delta_table, table_version
 
 if TYPE_CHECKING:
@@ -42,33 +41,31 @@ class Maintained:
     bytes_removed: int
 
 
-def last_checkpoint_version(path: str | os.PathLike[str]) -> int | None:
+def last_checkpoint_version(path: str | Location) -> int | None:
     """The version of the table's last checkpoint (`_delta_log/_last_checkpoint`), if any."""
-    marker = Path(path) / "_delta_log" / "_last_checkpoint"
+    marker = as_location(path) / "_delta_log" / "_last_checkpoint"
     try:
         return int(json.loads(marker.read_text())["version"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def _quoted(path: str | os.PathLike[str]) -> str:
-    return "delta.`" + os.fspath(path).replace("`", "``") + "`"
+def _quoted(path: str | Location) -> str:
+    return "delta.`" + str(path).replace("`", "``") + "`"
 
 
-def _num_files(spark: SparkSession, path: str | os.PathLike[str]) -> int:
+def _num_files(spark: SparkSession, path: str | Location) -> int:
     from delta.tables import DeltaTable
 
-    row = DeltaTable.forPath(spark, os.fspath(path)).detail().select("numFiles").first()
+    row = DeltaTable.forPath(spark, str(path)).detail().select("numFiles").first()
     return int(row[0]) if row is not None else 0
 
 
-def _local(uri: str) -> Path:
-    return Path(uri.removeprefix("file:"))
+def _local(uri: str) -> Location:
+    return as_location(uri.removeprefix("file:"))
 
 
-def maintain(
-    spark: SparkSession, path: str | os.PathLike[str], retention_hours: float
-) -> Maintained:
+def maintain(spark: SparkSession, path: str | Location, retention_hours: float) -> Maintained:
     """Compact, vacuum and checkpoint the Delta table at `path` (which must exist)."""
     from delta.tables import DeltaTable
 
@@ -78,7 +75,7 @@ def maintain(
         spark.conf.set(key, value)
     files_before = _num_files(spark, path)
     version_before = table_version(path)
-    table = DeltaTable.forPath(spark, os.fspath(path))
+    table = DeltaTable.forPath(spark, str(path))
     table.optimize().executeCompaction()
     hours = f"{float(retention_hours):g}"
     listed = spark.sql(f"VACUUM {_quoted(path)} RETAIN {hours} HOURS DRY RUN").collect()
@@ -97,7 +94,7 @@ def maintain(
         jvm = spark.sparkContext._jvm
         assert jvm is not None
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-            spark._jsparkSession, os.fspath(path)
+            spark._jsparkSession, str(path)
         )
         delta_log.checkpoint()
     return Maintained(

@@ -24,32 +24,38 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from core.config import Location
 from core.ledger import RUN_KEY, RUNS_SCHEMA, RunRecord
-from core.locking import blocking_lock
+from core.locking import blocking_lock, local_lock_file
 from delta_tables.arrow import equals, read_arrow
 from delta_tables.writes import is_delta_table
 
 PENDING = "_pending"
 
 
-def _pending_files(path: Path) -> list[Path]:
+def _pending_files(path: Location) -> list[Location]:
     folder = path / PENDING
-    return sorted(folder.glob("*.arrow")) if folder.is_dir() else []
+    return sorted(folder.glob("*.arrow"), key=str) if folder.is_dir() else []
 
 
-def _read_pending(files: Sequence[Path], schema: pa.Schema) -> pa.Table:
+def _read_pending(files: Sequence[Location], schema: pa.Schema) -> pa.Table:
     tables = []
     for file in files:
-        with ipc.open_file(file) as reader:
+        with file.open("rb") as handle, ipc.open_file(handle) as reader:
             tables.append(reader.read_all().cast(schema))
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def park(path: Path, rows: pa.Table) -> Path:
-    """Write rows to `<table>/_pending/` atomically (temp file, fsync, rename)."""
+def park(path: Location, rows: pa.Table) -> Location:
+    """Write rows to `<table>/_pending/` atomically: locally a temp file, fsync, rename; on
+    object storage one PUT (atomic by itself)."""
     folder = path / PENDING
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{uuid.uuid4().hex}.arrow"
+    if not isinstance(target, Path):
+        with target.open("wb") as sink, ipc.new_file(sink, rows.schema) as writer:
+            writer.write_table(rows)
+        return target
     temp = folder / f".{target.name}.tmp"
     with pa.OSFile(str(temp), "wb") as sink, ipc.new_file(sink, rows.schema) as writer:
         writer.write_table(rows)
@@ -59,12 +65,12 @@ def park(path: Path, rows: pa.Table) -> Path:
     return target
 
 
-def _flush_lock(path: Path) -> AbstractContextManager[None]:
+def _flush_lock(path: Location) -> AbstractContextManager[None]:
     """One flush of a table's parked rows at a time (two would both commit them)."""
-    return blocking_lock(path / PENDING / ".lock")
+    return blocking_lock(local_lock_file(path / PENDING, ".lock"))
 
 
-def append_rows(path: Path, rows: pa.Table, key: Sequence[str]) -> None:
+def append_rows(path: Location, rows: pa.Table, key: Sequence[str]) -> None:
     """Append `rows` (unique by `key`) to the table at `path`: see the module doc."""
     from pyspark.sql import SparkSession
 
@@ -86,7 +92,7 @@ def append_rows(path: Path, rows: pa.Table, key: Sequence[str]) -> None:
 
 
 def read_rows(
-    path: Path,
+    path: Location,
     schema: pa.Schema,
     key: Sequence[str],
     columns: Sequence[str] | None = None,
@@ -115,7 +121,7 @@ def read_rows(
 
 
 def _read_committed(
-    path: Path, schema: pa.Schema, names: Sequence[str], where: Sequence[str]
+    path: Location, schema: pa.Schema, names: Sequence[str], where: Sequence[str]
 ) -> pa.Table:
     """The table's `names` columns; those the table does not have yet (the schema gained them
     after it was created) are null."""
@@ -141,12 +147,12 @@ def schema_of(schema: pa.Schema, names: Sequence[str]) -> pa.Schema:
     return pa.schema([schema.field(name) for name in names])
 
 
-def append_run(runs_path: Path, record: RunRecord) -> None:
+def append_run(runs_path: Location, record: RunRecord) -> None:
     """Append one run to the ledger (creating the table on first use)."""
     append_rows(runs_path, pa.Table.from_pylist([record.to_row()], schema=RUNS_SCHEMA), RUN_KEY)
 
 
-def read_runs(runs_path: Path, dataset: str | None = None) -> list[dict[str, Any]]:
+def read_runs(runs_path: Location, dataset: str | None = None) -> list[dict[str, Any]]:
     """All ledger rows (optionally of one dataset), oldest first."""
     equal = {"dataset": dataset} if dataset is not None else None
     rows: list[dict[str, Any]] = read_rows(runs_path, RUNS_SCHEMA, RUN_KEY, equal=equal).to_pylist()

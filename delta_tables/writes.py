@@ -14,12 +14,12 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from core.config import Location, as_location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -28,36 +28,36 @@ TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
-def is_delta_table(path: str | os.PathLike[str]) -> bool:
-    return os.path.isdir(os.path.join(os.fspath(path), "_delta_log"))
+def is_delta_table(path: str | Location) -> bool:
+    return (as_location(path) / "_delta_log").is_dir()
 
 
-def table_version(path: str | os.PathLike[str]) -> int:
+def table_version(path: str | Location) -> int:
     """The table's current version; -1 when there is no table."""
     from deltalake import DeltaTable
 
     if not is_delta_table(path):
         return -1
-    return int(DeltaTable(os.fspath(path)).version())
+    return int(DeltaTable(str(path)).version())
 
 
-def committed_version(path: str | os.PathLike[str], app_id: str) -> int | None:
+def committed_version(path: str | Location, app_id: str) -> int | None:
     """The last `txnVersion` that `app_id` committed to the table; None if none (or no table)."""
     from deltalake import DeltaTable
 
     if not is_delta_table(path):
         return None
-    version = DeltaTable(os.fspath(path)).transaction_version(app_id)
+    version = DeltaTable(str(path)).transaction_version(app_id)
     return None if version is None else int(version)
 
 
-def app_transactions(path: str | os.PathLike[str]) -> dict[str, int]:
+def app_transactions(path: str | Location) -> dict[str, int]:
     """Every app id with its last committed `txnVersion`, read from the table's log.
 
     delta-rs answers only for a known app id, so the log is scanned: the last checkpoint's
     `txn` column, then the JSON commits after it (later commits win).
     """
-    log = Path(path) / "_delta_log"
+    log = as_location(path) / "_delta_log"
     if not log.is_dir():
         return {}
     found: dict[str, int] = {}
@@ -71,7 +71,8 @@ def app_transactions(path: str | os.PathLike[str]) -> dict[str, int]:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"cannot read {last}: {exc}") from exc
         for part in sorted(log.glob(f"{after:020d}.checkpoint*.parquet")):
-            txns = pq.read_table(part, columns=["txn"]).column("txn").to_pylist()
+            with part.open("rb") as handle:
+                txns = pq.read_table(handle, columns=["txn"]).column("txn").to_pylist()
             for txn in txns:
                 if txn and txn.get("appId") is not None:
                     found[txn["appId"]] = int(txn["version"])
@@ -88,7 +89,7 @@ def app_transactions(path: str | os.PathLike[str]) -> dict[str, int]:
     return found
 
 
-def already_committed(path: str | os.PathLike[str], app_id: str, version: int) -> bool:
+def already_committed(path: str | Location, app_id: str, version: int) -> bool:
     """Whether the table holds (app_id, version) or a later version of that app id: a replayed
     batch that needs no work."""
     committed = committed_version(path, app_id)
@@ -97,7 +98,7 @@ def already_committed(path: str | os.PathLike[str], app_id: str, version: int) -
 
 def append(
     df: DataFrame,
-    path: str | os.PathLike[str],
+    path: str | Location,
     *,
     partition_by: Sequence[str] = (),
     app_id: str,
@@ -116,7 +117,7 @@ def append(
         writer = writer.option("mergeSchema", "true")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
-    writer.save(os.fspath(path))
+    writer.save(str(path))
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ def app_transaction(spark: SparkSession, app_id: str, version: int) -> Iterator[
 
 def merge(
     source: DataFrame,
-    path: str | os.PathLike[str],
+    path: str | Location,
     *,
     condition: str,
     update: bool,
@@ -152,7 +153,7 @@ def merge(
     from delta.tables import DeltaTable
 
     spark = source.sparkSession
-    target = DeltaTable.forPath(spark, os.fspath(path)).alias("t")
+    target = DeltaTable.forPath(spark, str(path)).alias("t")
     builder = target.merge(source.alias("s"), condition)
     if update:
         builder = builder.whenMatchedUpdateAll()

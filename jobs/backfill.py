@@ -59,17 +59,15 @@ run fails at once naming the backfill, and Airflow retries it); one ledger row, 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.config import RunoffConfig
+from core.config import Location, RunoffConfig, real_name
 from core.console import say
 from core.errors import ConfigError, RunoffError
 from core.ledger import RunRecord
@@ -206,7 +204,7 @@ def quarantine_predicate(source_files: Sequence[str]) -> str:
     return f"_source_file IN ({quoted})"
 
 
-def folder_day_pattern(landing_dir: Path) -> str:
+def folder_day_pattern(landing_dir: Location) -> str:
     """Regex whose group 1 is the `date=` folder of a file below `landing_dir` (path or URI)."""
     folder = f"/{re.escape(landing_dir.parent.name)}/{re.escape(landing_dir.name)}/"
     return folder + r"date=(\d{4}-\d{2}-\d{2})/"
@@ -216,7 +214,7 @@ def folder_day_pattern(landing_dir: Path) -> str:
 EVENT_KEY = "_event_key"  # a quarantine row's moment while it is placed in an interval
 
 
-def in_interval_folders(source_file: Column, interval: Interval, landing_dir: Path) -> Column:
+def in_interval_folders(source_file: Column, interval: Interval, landing_dir: Location) -> Column:
     """True for rows whose `_source_file` lies in a `date=D/` folder of a day of the interval."""
     from pyspark.sql import functions as F
 
@@ -247,7 +245,7 @@ def in_slice(interval: Interval) -> Column:
 
 
 def bronze_slice(
-    fresh: DataFrame, current: DataFrame, interval: Interval, landing_dir: Path
+    fresh: DataFrame, current: DataFrame, interval: Interval, landing_dir: Location
 ) -> DataFrame:
     """The new bronze slice: fresh rows of the interval's files timed in the interval, plus the
     current slice's rows from files outside the interval's folders (kept unchanged)."""
@@ -260,7 +258,7 @@ def bronze_slice(
     return new.unionByName(kept)
 
 
-def folder_midnight(source_file: Column, landing_dir: Path) -> Column:
+def folder_midnight(source_file: Column, landing_dir: Location) -> Column:
     """Midnight UTC of the `date=D/` folder of a file below `landing_dir`; null elsewhere."""
     from pyspark.sql import functions as F
 
@@ -271,7 +269,7 @@ def folder_midnight(source_file: Column, landing_dir: Path) -> Column:
     return F.when(day != "", midnight)
 
 
-def with_event_key(rows: DataFrame, dataset: Dataset, landing_dir: Path) -> DataFrame:
+def with_event_key(rows: DataFrame, dataset: Dataset, landing_dir: Location) -> DataFrame:
     """Quarantine rows with `EVENT_KEY`: the moment whose interval the row belongs to.
 
     The event time `jobs.bronze.parse_lines` finds when it parses the row's `_raw` again (as
@@ -389,14 +387,14 @@ def same_rows(left: DataFrame, right: DataFrame, ignore: Sequence[str] = ()) -> 
 class IntervalFile:
     """A landing file of the interval: where it landed and where it is now."""
 
-    relative: Path  # below the landing dir, e.g. date=2024-01-01/part-0.json
-    location: Path  # the file to read (landing or archive)
+    relative: Location  # below the landing dir, e.g. date=2024-01-01/part-0.json
+    location: Location  # the file to read (landing or archive)
     archived: bool
     day: date  # of its `date=` folder
 
     def pending(self, ingested: Collection[str]) -> bool:
         """In landing and not ingested by the bronze stream yet (`ingested`: real paths)."""
-        return not self.archived and os.path.realpath(self.location) not in ingested
+        return not self.archived and real_name(self.location) not in ingested
 
 
 @dataclass(frozen=True)
@@ -404,8 +402,8 @@ class Folders:
     """Where a dataset's landing files are: not ingested yet, and archived
     (`jobs.bronze.landing_dirs`; looked up once per run, it loads the catalog)."""
 
-    landing: Path
-    archive: Path
+    landing: Location
+    archive: Location
 
     @classmethod
     def of(cls, config: RunoffConfig, dataset: str) -> Folders:
@@ -416,7 +414,7 @@ class Folders:
 
 def interval_files(folders: Folders, interval: Interval) -> list[IntervalFile]:
     """The interval's files from the landing folder and the archive (landing wins)."""
-    found: dict[Path, IntervalFile] = {}
+    found: dict[Location, IntervalFile] = {}
     for root, archived in ((folders.archive, True), (folders.landing, False)):
         for day in interval.days:
             folder = root / f"date={day.isoformat()}"
@@ -449,8 +447,9 @@ def files_to_read(
 
 
 def strip_segments_pattern(segments: int) -> str:
-    """Regex removing the first `segments` path segments after a `file:` URI's scheme."""
-    return rf"^(file:(?://)?)(?:/[^/]+){{{segments}}}(?=/)"
+    """Regex removing the first `segments` path segments after a `file:` URI's scheme, or after
+    an object store URI's bucket (`s3a://bucket`)."""
+    return rf"^(file:(?://)?|[a-z][a-z0-9+.-]*://[^/]+)(?:/[^/]+){{{segments}}}(?=/)"
 
 
 def read_interval_lines(
@@ -502,7 +501,7 @@ def archive_pending(
             continue
         target = folders.archive / f.relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(f.location, target)
+        f.location.rename(target)
         moved += 1
     return moved
 
@@ -530,7 +529,7 @@ class TableChange:
         )
 
 
-def _read(spark: SparkSession, path: Path, version: int | None = None) -> DataFrame:
+def _read(spark: SparkSession, path: Location, version: int | None = None) -> DataFrame:
     reader = spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", str(version))
@@ -539,7 +538,7 @@ def _read(spark: SparkSession, path: Path, version: int | None = None) -> DataFr
 
 def _replace(
     df: DataFrame,
-    path: Path,
+    path: Location,
     replace_where: str | None,
     partition_by: Sequence[str] = (),
 ) -> None:
@@ -556,7 +555,7 @@ class Replacement:
     """A table's new slice compared with its current one (`compare`); `commit` writes it."""
 
     table: str
-    path: Path
+    path: Location
     new: DataFrame
     version_before: int
     diff: SliceDiff
@@ -568,7 +567,11 @@ class Replacement:
 
 
 def compare(
-    table: str, path: Path, new: DataFrame, current: DataFrame | None, ignore: Sequence[str] = ()
+    table: str,
+    path: Location,
+    new: DataFrame,
+    current: DataFrame | None,
+    ignore: Sequence[str] = (),
 ) -> Replacement:
     """Whether `new` would change the table's slice `current` (None: no table yet): one job."""
     before = table_version(path)
@@ -606,10 +609,18 @@ def commit(
 def hold_locks(config: RunoffConfig, dataset: Dataset, what: str) -> Iterator[None]:
     """The bronze checkpoint's lock and every silver checkpoint's lock of the dataset."""
     with ExitStack() as stack:
-        stack.enter_context(checkpoint_lock(bronze_checkpoint(config, dataset.name), what))
+        stack.enter_context(
+            checkpoint_lock(
+                cp := bronze_checkpoint(config, dataset.name), what, config.lock_path(cp)
+            )
+        )
         for aggregate in dataset.aggregates:
             stack.enter_context(
-                checkpoint_lock(config.checkpoint_dir("silver", aggregate.table), what)
+                checkpoint_lock(
+                    cp := config.checkpoint_dir("silver", aggregate.table),
+                    what,
+                    config.lock_path(cp),
+                )
             )
         yield
 
@@ -845,7 +856,7 @@ def compare_bronze(
     dataset: str,
     interval: Interval,
     fresh: DataFrame,
-    landing: Path,
+    landing: Location,
 ) -> Replacement:
     """The bronze slice of the interval (see `bronze_slice`) against the table's."""
     path = config.bronze_path(dataset)
@@ -902,7 +913,7 @@ def compare_quarantine(
     dataset: Dataset,
     interval: Interval,
     bad: DataFrame,
-    landing: Path,
+    landing: Location,
 ) -> QuarantineReplacement:
     """`bad` (the malformed lines of the files read that belong to the interval) against the
     table's rows of the interval: those of the interval's folders whose event key

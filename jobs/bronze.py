@@ -43,7 +43,8 @@ nothing again; a table it had not reached yet is written. Empty outputs are not 
 Archive: files of committed batches are moved out of the landing folder by Spark
 (`cleanSource=archive`) so that listing the landing folder and the source's metadata stay small
 however long the history grows. An archived file keeps its absolute path below
-`archive_dir(config, dataset)` = `<home>/archive/bronze<absolute landing path>`, so the landing
+`archive_dir(config, dataset)` = `<data>/archive/bronze<absolute landing path>` (`<data>`: the home,
+or `RUNOFF_DATA`; on object storage the landing key), so the landing
 files of a date interval are under the same `date=YYYY-MM-DD/` folders of the two
 `landing_dirs(config, dataset)` (what a backfill reads); bronze's `_source_file` keeps the landing
 URI. Spark archives a batch's files when it starts the next batch, so the last batch's files
@@ -67,8 +68,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlparse
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -84,7 +85,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from core.config import RunoffConfig
+from core.config import Location, RunoffConfig
 from core.console import live_status, say
 from core.errors import ConfigError, RunoffError
 from core.ledger import RunRecord
@@ -672,18 +673,19 @@ class BronzeOptions:
         )
 
 
-def landing_dir(config: RunoffConfig, dataset: str) -> Path:
+def landing_dir(config: RunoffConfig, dataset: str) -> Location:
     """The dataset's landing folder (its spec's `source.path`)."""
     return Catalog.load(config).landing_dir(dataset)
 
 
-def archive_dir(config: RunoffConfig, dataset: str) -> Path:
-    """Where Spark moves ingested landing files: the archive root plus their absolute path."""
-    landing = landing_dir(config, dataset).absolute()
-    return config.home / "archive" / LAYER / landing.relative_to(landing.anchor)
+def archive_dir(config: RunoffConfig, dataset: str) -> Location:
+    """Where Spark moves ingested landing files: the archive root plus their absolute path (on
+    object storage, their key: the archive must be in the landing folder's bucket)."""
+    landing = str(landing_dir(config, dataset).absolute())
+    return config.archive_root / LAYER / urlparse(landing).path.lstrip("/")
 
 
-def landing_dirs(config: RunoffConfig, dataset: str) -> tuple[Path, Path]:
+def landing_dirs(config: RunoffConfig, dataset: str) -> tuple[Location, Location]:
     """The folders holding a dataset's landing files: not yet ingested, and archived."""
     return landing_dir(config, dataset), archive_dir(config, dataset)
 
@@ -699,19 +701,19 @@ def restore_archive(config: RunoffConfig, dataset: str) -> int:
     if not archived.is_dir():
         return 0
     moved = 0
-    for path in sorted(archived.rglob("*")):
+    for path in sorted(archived.rglob("*"), key=str):
         target = landing / path.relative_to(archived)
         if not path.is_file() or target.exists():
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        path.replace(target)
+        path.rename(target)
         moved += 1
     return moved
 
 
 # -- I/O ------------------------------------------------------------------------------------
 def read_landing(
-    spark: SparkSession, config: RunoffConfig, landing: Path, options: BronzeOptions
+    spark: SparkSession, config: RunoffConfig, landing: Location, options: BronzeOptions
 ) -> DataFrame:
     """The landing folder as a stream of lines (`RAW_SCHEMA`)."""
     reader = (
@@ -728,7 +730,7 @@ def read_landing(
         reader = reader.option("maxBytesPerTrigger", str(options.max_bytes_per_trigger))
     if options.archive:
         reader = reader.option("cleanSource", "archive").option(
-            "sourceArchiveDir", str(config.home / "archive" / LAYER)
+            "sourceArchiveDir", str(config.archive_root / LAYER)
         )
     return reader.load(str(landing)).select(
         F.col("value"),
@@ -737,7 +739,7 @@ def read_landing(
     )
 
 
-def batch_files(checkpoint: Path, batch_id: int) -> int | None:
+def batch_files(checkpoint: Location, batch_id: int) -> int | None:
     """How many files a micro-batch read, from the checkpoint's logs; None if unreadable.
 
     The batch's offsets (`offsets/<batch>` and the batch before) give the range of the file
@@ -765,13 +767,13 @@ def batch_files(checkpoint: Path, batch_id: int) -> int | None:
         return None
 
 
-def _source_log_offset(offsets_file: Path) -> int:
+def _source_log_offset(offsets_file: Location) -> int:
     """`{"logOffset": n}`: the file source's offset in a batch's offsets file (line 3)."""
     lines = offsets_file.read_text().splitlines()
     return int(json.loads(lines[2])["logOffset"])
 
 
-def _log_entries(path: Path) -> list[dict[str, Any]]:
+def _log_entries(path: Location) -> list[dict[str, Any]]:
     """The JSON entries of a metadata log file (after its `v1` header line)."""
     return [json.loads(line) for line in path.read_text().splitlines()[1:] if line.strip()]
 
@@ -781,7 +783,7 @@ class BronzeBatch:
     bronze, write quarantine, report."""
 
     def __init__(
-        self, catalog: Catalog, dataset: Dataset, checkpoint: Path, progress: RunProgress
+        self, catalog: Catalog, dataset: Dataset, checkpoint: Location, progress: RunProgress
     ) -> None:
         from quality.gate import Gate
         from quality.suites import bronze_table, quarantine_table  # GX: a heavy import
@@ -814,7 +816,7 @@ class BronzeBatch:
                 raise RunoffError(f"checkpoint {self.checkpoint} holds no query id")
         return self._app_id
 
-    def _done(self, path: Path, batch_id: int) -> bool:
+    def _done(self, path: Location, batch_id: int) -> bool:
         return already_committed(path, self.app_id, batch_id)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -948,7 +950,10 @@ def run(
         "archive": options.archive,
     }
     progress = RunProgress(job, record)
-    with recorded_run(config.runs_path, record), checkpoint_lock(checkpoint, f"runoff {job}"):
+    with (
+        recorded_run(config.runs_path, record),
+        checkpoint_lock(checkpoint, f"runoff {job}", config.lock_path(checkpoint)),
+    ):
         record.versions_before = {t: table_version(p) for t, p in tables.items()}
         record.versions_after = dict(record.versions_before)
         landing = catalog.landing_dir(name)
@@ -962,7 +967,7 @@ def run(
             owner={
                 "dataset": name,
                 "layer": LAYER,
-                "table": str(bronze.path.relative_to(config.home)),
+                "table": str(bronze.path.relative_to(config.data)),
             },
             tables=tables,
             reset_command=f"runoff reset {name} --layer bronze --yes",

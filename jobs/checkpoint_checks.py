@@ -26,9 +26,9 @@ import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from core.config import Location, write_whole
 from core.errors import RunoffError
 
 RECORDS_DIR = "runoff_batches"
@@ -37,7 +37,7 @@ UNKNOWN_BATCH = sys.maxsize  # "which batches the tables hold is unknown": assum
 
 
 # -- which tables each batch committed to -------------------------------------------------------
-def batch_record(checkpoint: Path, batch_id: int) -> dict[str, Any] | None:
+def batch_record(checkpoint: Location, batch_id: int) -> dict[str, Any] | None:
     """The record of `batch_id` (`{"batch", "tables", "last"}`), None if absent or unreadable."""
     path = checkpoint / RECORDS_DIR / str(batch_id)
     try:
@@ -47,7 +47,7 @@ def batch_record(checkpoint: Path, batch_id: int) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and isinstance(doc.get("last"), dict) else None
 
 
-def record_batch(checkpoint: Path, batch_id: int, held: Mapping[str, bool]) -> None:
+def record_batch(checkpoint: Location, batch_id: int, held: Mapping[str, bool]) -> None:
     """Record which tables hold batch `batch_id`'s commit (`held`: table name -> holds it)."""
     previous = batch_record(checkpoint, batch_id - 1) if batch_id > 0 else None
     last = {str(k): int(v) for k, v in (previous or {}).get("last", {}).items()}
@@ -55,19 +55,17 @@ def record_batch(checkpoint: Path, batch_id: int, held: Mapping[str, bool]) -> N
     doc = {"batch": batch_id, "tables": sorted(t for t, h in held.items() if h), "last": last}
     directory = checkpoint / RECORDS_DIR
     directory.mkdir(parents=True, exist_ok=True)
-    temp = directory / f".{batch_id}.tmp"
-    temp.write_text(json.dumps(doc, sort_keys=True) + "\n")
-    temp.replace(directory / str(batch_id))
+    write_whole(directory / str(batch_id), json.dumps(doc, sort_keys=True) + "\n")
     (directory / str(batch_id - KEEP_RECORDS)).unlink(missing_ok=True)
 
 
-def _batch_ids(directory: Path) -> list[int]:
+def _batch_ids(directory: Location) -> list[int]:
     if not directory.is_dir():
         return []
     return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit() and p.is_file())
 
 
-def last_committed(checkpoint: Path) -> int | None:
+def last_committed(checkpoint: Location) -> int | None:
     """The newest batch of `<checkpoint>/commits/`, None before the first commit."""
     ids = _batch_ids(checkpoint / "commits")
     return ids[-1] if ids else None
@@ -75,10 +73,10 @@ def last_committed(checkpoint: Path) -> int | None:
 
 # -- tables against the checkpoint ---------------------------------------------------------------
 def progress_problem(
-    checkpoint: Path,
+    checkpoint: Location,
     query_id: str,
     held: Mapping[str, int | None],
-    paths: Mapping[str, Path],
+    paths: Mapping[str, Location],
     reset_command: str,
 ) -> str | None:
     """The refusal line when a table does not match the checkpoint's committed batches.
@@ -118,7 +116,7 @@ def progress_problem(
 # -- Spark's log files -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CorruptFile:
-    path: Path
+    path: Location
     problem: str
 
 
@@ -130,7 +128,7 @@ def _json_problem(line: str, number: int) -> str | None:
     return None
 
 
-def log_file_problem(path: Path, kind: str) -> str | None:
+def log_file_problem(path: Location, kind: str) -> str | None:
     """Why a Spark log file (`kind`: offsets, commits, source) cannot be read; None if it can.
 
     Formats: a version line (`v1`), then JSON lines: commits one, offsets the batch's metadata
@@ -161,9 +159,9 @@ def log_file_problem(path: Path, kind: str) -> str | None:
     return None
 
 
-def files_read_at_start(checkpoint: Path) -> list[tuple[Path, str]]:
+def files_read_at_start(checkpoint: Location) -> list[tuple[Location, str]]:
     """The Spark log files a restarted query reads, with their kind, newest first."""
-    files: list[tuple[Path, str]] = []
+    files: list[tuple[Location, str]] = []
     offsets = _batch_ids(checkpoint / "offsets")
     files += [(checkpoint / "offsets" / str(b), "offsets") for b in reversed(offsets[-2:])]
     commits = _batch_ids(checkpoint / "commits")
@@ -184,7 +182,7 @@ def files_read_at_start(checkpoint: Path) -> list[tuple[Path, str]]:
     return files
 
 
-def corrupt_file(checkpoint: Path) -> CorruptFile | None:
+def corrupt_file(checkpoint: Location) -> CorruptFile | None:
     """The first truncated or corrupt file of `files_read_at_start`, if any."""
     for path, kind in files_read_at_start(checkpoint):
         problem = log_file_problem(path, kind)
@@ -194,7 +192,7 @@ def corrupt_file(checkpoint: Path) -> CorruptFile | None:
 
 
 def corrupt_message(
-    checkpoint: Path, corrupt: CorruptFile, reset_command: str, held: int | None
+    checkpoint: Location, corrupt: CorruptFile, reset_command: str, held: int | None
 ) -> str:
     """One line: the file, why, and what to do (`held`: the newest batch any of the tables
     holds for the checkpoint's query id, None if none).
@@ -229,7 +227,7 @@ def corrupt_message(
     return f"checkpoint file {path} is truncated or corrupt ({corrupt.problem}): {remedy}"
 
 
-def read_query_id(checkpoint: Path) -> str | None:
+def read_query_id(checkpoint: Location) -> str | None:
     """The query id Spark keeps in `<checkpoint>/metadata`; None if the query never started."""
     path = checkpoint / "metadata"
     if not path.is_file():

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.config import RunoffConfig
+from core.config import Location, RunoffConfig
 from core.console import console, say
 from core.errors import RunoffError
 from delta_tables.catalog import Catalog
@@ -57,7 +57,7 @@ class DatasetOutcome:
         return next((t.rows for t in self.tables if t.name == name), None)
 
 
-def count_files(*folders: Path) -> int:
+def count_files(*folders: Location) -> int:
     """Data files below `folders` (hidden and `_`-prefixed files are in-flight, not data)."""
     total = 0
     for folder in folders:

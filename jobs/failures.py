@@ -24,8 +24,9 @@ from __future__ import annotations
 import errno
 import re
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+from core.config import Location, as_location
 
 NO_SPACE = "No space left on device"
 # Spark's errors when a checkpoint log file cannot be parsed (Jackson's for cut-off JSON).
@@ -71,8 +72,8 @@ def exception_text(exc: BaseException) -> str:
 def explain(
     exc: BaseException,
     *,
-    checkpoint: Path | None = None,
-    tables: Mapping[str, Path] | None = None,
+    checkpoint: Location | None = None,
+    tables: Mapping[str, Location] | None = None,
     reset_command: str | None = None,
     read_checkpoint: bool = False,
 ) -> str | None:
@@ -112,8 +113,8 @@ def _local(path: str) -> str:
 def no_space_line(
     error: OSError | None,
     text: str,
-    checkpoint: Path | None,
-    tables: Mapping[str, Path] | None,
+    checkpoint: Location | None,
+    tables: Mapping[str, Location] | None,
 ) -> str:
     if error is not None and error.filename:
         where = str(error.filename)
@@ -135,7 +136,7 @@ def no_space_line(
 
 
 def checkpoint_line(
-    text: str, checkpoint: Path, tables: Mapping[str, Path], reset_command: str | None
+    text: str, checkpoint: Location, tables: Mapping[str, Location], reset_command: str | None
 ) -> str | None:
     """A corrupt file of `checkpoint` (found, or named by a checksum error), else Spark's
     log-reading error with the reset; None if `text` shows neither."""
@@ -144,8 +145,8 @@ def checkpoint_line(
     reset = reset_command or "runoff reset <dataset> --layer <layer> --yes"
     corrupt = corrupt_file(checkpoint)
     if corrupt is None and (match := _CHECKSUM.search(text)):
-        named = Path(_local(match.group(1)))
-        if named.is_relative_to(checkpoint):
+        named = as_location(_local(match.group(1)))
+        if str(named).startswith(f"{str(checkpoint).rstrip('/')}/"):
             corrupt = CorruptFile(named, f"it does not match its checksum file .{named.name}.crc")
     if corrupt is not None:
         return corrupt_message(checkpoint, corrupt, reset, held_batch(checkpoint, tables))
@@ -158,7 +159,7 @@ def checkpoint_line(
     )
 
 
-def held_batch(checkpoint: Path, tables: Mapping[str, Path]) -> int | None:
+def held_batch(checkpoint: Location, tables: Mapping[str, Location] | None) -> int | None:
     """The newest batch of the checkpoint's query that any of `tables` holds; None if none;
     `UNKNOWN_BATCH` (as if the tables held every batch) without tables or when the query id or
     a table's log cannot be read."""

@@ -71,6 +71,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from core.config import Location, as_location
 from core.errors import ConfigError, RunoffError
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class Record:
 class GeneratedFile:
     """One landing file: valid records, malformed lines, late records, blank lines in it."""
 
-    path: Path
+    path: Location
     date: date
     records: int
     malformed: int
@@ -159,7 +160,7 @@ class GeneratorSpec:
 
     def generate(
         self,
-        landing_dir: str | os.PathLike[str],
+        landing_dir: str | os.PathLike[str] | Location,
         files: int | None = None,
         rows_per_file: int | None = None,
         start: datetime | str | None = None,
@@ -176,7 +177,7 @@ class GeneratorSpec:
             malformed_rate=malformed_rate,
             late_rate=late_rate,
         )
-        return write_files(Path(landing_dir), planned)
+        return write_files(as_location(landing_dir), planned)
 
     def plan(
         self,
@@ -419,8 +420,9 @@ def _check_built(dataset: str, per_file: list[list[Record]], files: int, rows: i
 
 
 # -- writing -------------------------------------------------------------------------------
-def write_files(landing_dir: Path, planned: Iterable[PlannedFile]) -> list[GeneratedFile]:
-    """Place each planned file atomically: hidden temp file, fsync, rename, fsync the folder.
+def write_files(landing_dir: Location, planned: Iterable[PlannedFile]) -> list[GeneratedFile]:
+    """Place each planned file atomically: hidden temp file, fsync, rename, fsync the folder
+    (on object storage, one PUT: atomic by itself).
 
     A file whose name already exists is left alone: names carry a hash of the content, so it
     holds the same bytes. Modification times increase by at least 1 ms per file, the order in
@@ -453,7 +455,10 @@ def write_files(landing_dir: Path, planned: Iterable[PlannedFile]) -> list[Gener
     return written
 
 
-def _place(target: Path, content: bytes, last_mtime_ms: int) -> int:
+def _place(target: Location, content: bytes, last_mtime_ms: int) -> int:
+    if not isinstance(target, Path):
+        target.write_bytes(content)  # the store sets the modification time
+        return max(int(target.stat().st_mtime * 1000), last_mtime_ms)
     target.parent.mkdir(parents=True, exist_ok=True)
     # A leading dot hides the file from Spark's file source until it is complete.
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")

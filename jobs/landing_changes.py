@@ -5,7 +5,7 @@ new file renamed onto an ingested name, is skipped as already seen, so bronze si
 its new content. `check_landing(config, dataset)` finds such files with `stat` calls only (no
 file content is read): for every file the bronze checkpoint's file source log lists
 (`sources/0/`: path and modification time, in milliseconds, of each ingested file), the file
-now at that landing path, else its archived copy (`<home>/archive/bronze<landing path>`, where
+now at that landing path, else its archived copy (`<data>/archive/bronze<landing path>`, where
 Spark's `cleanSource=archive` moves it, keeping its modification time), is compared with
 - the size and modification time runoff recorded right after the run that ingested it
   (`<checkpoint>/runoff_files.jsonl`, one JSON line per file; later lines win), or, for a file
@@ -25,7 +25,6 @@ source log and the recorded states.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from core.config import RunoffConfig
+from core.config import Location, RunoffConfig, append_text, as_location, real_name
 
 STATES_FILE = "runoff_files.jsonl"
 _DAY_FOLDER = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
@@ -53,7 +52,7 @@ class ChangedFile:
 
     path: str  # the landing path Spark ingested
     relative: str  # below the landing folder (the path itself if outside it)
-    location: Path  # where it is now: the landing path, or its archived copy
+    location: Location  # where it is now: the landing path, or its archived copy
     archived: bool
     recorded: FileState
     now: FileState
@@ -105,7 +104,7 @@ class LandingCheck:
 
 
 # -- reading the checkpoint ---------------------------------------------------------------------
-def _numbered(directory: Path, suffix: str = "") -> list[int]:
+def _numbered(directory: Location, suffix: str = "") -> list[int]:
     ids = []
     for entry in directory.iterdir():
         name = entry.name.removesuffix(suffix) if suffix else entry.name
@@ -114,7 +113,7 @@ def _numbered(directory: Path, suffix: str = "") -> list[int]:
     return sorted(ids)
 
 
-def ingested_log(checkpoint: Path) -> dict[str, int]:
+def ingested_log(checkpoint: Location) -> dict[str, int]:
     """Every ingested landing path (local) and the modification time (ms) Spark recorded.
 
     Reads the newest compaction of the file source log and the log files after it.
@@ -148,7 +147,7 @@ def local_path(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme in ("file", "") else uri
 
 
-def read_states(checkpoint: Path) -> dict[str, FileState]:
+def read_states(checkpoint: Location) -> dict[str, FileState]:
     path = checkpoint / STATES_FILE
     states: dict[str, FileState] = {}
     try:
@@ -167,7 +166,7 @@ def read_states(checkpoint: Path) -> dict[str, FileState]:
     return states
 
 
-def record_states(checkpoint: Path, states: Mapping[str, FileState]) -> None:
+def record_states(checkpoint: Location, states: Mapping[str, FileState]) -> None:
     """Append `states` to the recorded ones (one JSON line each, flushed to disk)."""
     if not states:
         return
@@ -176,10 +175,7 @@ def record_states(checkpoint: Path, states: Mapping[str, FileState]) -> None:
         for p, s in sorted(states.items())
     )
     checkpoint.mkdir(parents=True, exist_ok=True)
-    with (checkpoint / STATES_FILE).open("a", encoding="utf-8") as handle:
-        handle.write(lines)
-        handle.flush()
-        os.fsync(handle.fileno())
+    append_text(checkpoint / STATES_FILE, lines)
 
 
 # -- comparing ----------------------------------------------------------------------------------
@@ -188,7 +184,7 @@ def same_time(recorded_ms: int, now_ms: int) -> bool:
     return recorded_ms == now_ms or recorded_ms == now_ms // 1000 * 1000
 
 
-def current_state(path: Path) -> tuple[FileState, int] | None:
+def current_state(path: Location) -> tuple[FileState, int] | None:
     """The file's size and modification time, and when it last changed (ms): its status change
     time, which a writer cannot set back as it can the modification time, or the modification
     time if later."""
@@ -234,18 +230,18 @@ def check_landing(
     checkpoint = catalog.tables(dataset).bronze.checkpoint
     assert checkpoint is not None
     landing = catalog.landing_dir(dataset).absolute()
-    archive_root = config.home.absolute() / "archive" / "bronze"
+    archive_root = config.archive_root / "bronze"
     states = read_states(checkpoint)
     check = LandingCheck()
     for path, spark_ms in sorted(ingested_log(checkpoint).items()):
         known = states.get(path)
         if only_new and known is not None:
             continue
-        location = Path(path)
+        location = as_location(path)
         found = current_state(location)
         archived = found is None
         if archived:
-            location = archive_root / path.lstrip("/")
+            location = archive_root / urlparse(path).path.lstrip("/")
             found = current_state(location)
         if found is None:
             continue  # gone from landing and archive: nothing Spark skipped
@@ -277,12 +273,10 @@ def check_landing(
     return check
 
 
-def _relative(path: str, landing: Path) -> str:
-    for base in (landing, Path(os.path.realpath(landing))):
-        try:
-            return str(Path(path).relative_to(base))
-        except ValueError:
-            continue
+def _relative(path: str, landing: Location) -> str:
+    for base in (str(landing), real_name(landing)):
+        if path.startswith(f"{base.rstrip('/')}/"):
+            return path[len(base.rstrip("/")) + 1 :]
     return path
 
 

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.config import RunoffConfig
+from core.config import Location, RunoffConfig
 from core.console import say
 from core.ledger import RunRecord
 from core.locking import checkpoint_lock
@@ -88,7 +88,7 @@ def format_bytes(size: int) -> str:
 
 
 def maintain_table(
-    spark: SparkSession, name: str, path: Path, retention_hours: float
+    spark: SparkSession, name: str, path: Location, retention_hours: float
 ) -> TableMaintenance:
     """Compact, vacuum and checkpoint one table (see the module doc)."""
     from delta_tables.maintenance import maintain
@@ -103,16 +103,17 @@ def maintain_table(
 @contextmanager
 def hold_locks(config: RunoffConfig, tables: list[Table], what: str) -> Iterator[None]:
     with ExitStack() as stack:
-        seen: set[Path] = set()
+        seen: set[Location] = set()
         for table in tables:
             if table.checkpoint is not None and table.checkpoint not in seen:
                 seen.add(table.checkpoint)
-                stack.enter_context(checkpoint_lock(table.checkpoint, what))
+                lock = config.lock_path(table.checkpoint)
+                stack.enter_context(checkpoint_lock(table.checkpoint, what, lock))
         yield
 
 
 def maintain_shared(
-    spark: SparkSession, name: str, path: Path, retention_hours: float, dataset: str
+    spark: SparkSession, name: str, path: Location, retention_hours: float, dataset: str, lock: Path
 ) -> TableMaintenance | None:
     """Maintain a table every dataset appends to (the run ledger, the quality results history),
     unless another `maintain` (of any dataset) is at it right now."""
@@ -122,7 +123,7 @@ def maintain_shared(
     if not is_delta_table(path):  # nothing to do, and no lock file to leave behind
         return TableMaintenance(name, exists=False)
     try:
-        with checkpoint_lock(path, f"runoff maintain {dataset} ({name})"):
+        with checkpoint_lock(path, f"runoff maintain {dataset} ({name})", lock):
             return maintain_table(spark, name, path, retention_hours)
     except LockHeldError:
         return None
@@ -162,7 +163,9 @@ def run_maintain(
             ("ops_runs", catalog.runs.path),
             ("quality_history", catalog.quality_results.path),
         ):
-            shared = maintain_shared(spark, name, path, shared_retention, dataset)
+            shared = maintain_shared(
+                spark, name, path, shared_retention, dataset, config.lock_path(path)
+            )
             if shared is None:
                 report(f"maintain {name}: another maintain is at it right now, skipped")
             else:

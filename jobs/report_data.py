@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from core.config import RunoffConfig
+from core.config import Location, RunoffConfig
 from core.ledger import RUNS_SCHEMA
 from core.specs import SilverSpec, interval_seconds
 from delta_tables.catalog import Catalog
@@ -39,7 +39,7 @@ class TableInfo:
     """One Delta table of the dataset: its version and row count, or None when absent."""
 
     name: str
-    path: Path
+    path: Location
     version: int | None
     rows: int | None
     newest_event: datetime | None = None  # freshness, as `runoff status` shows it
@@ -69,7 +69,7 @@ class ReportData:
     silver: dict[str, pd.DataFrame | None]  # by table: the columns its charts need
     runs: pd.DataFrame
     quality: pd.DataFrame | None
-    quality_path: Path
+    quality_path: Location
     watermark: str = "10 minutes"  # the spec's delay
     newest_event: datetime | None = None  # bronze's newest event time: the watermark's base
     quarantine: pd.DataFrame | None = None  # `quarantine_reasons`; None: no quarantine table
@@ -384,11 +384,11 @@ def suites_by_run(
 
 
 # -- reading the home directory ------------------------------------------------------------------
-def _is_delta(path: Path) -> bool:
+def _is_delta(path: Location) -> bool:
     return (path / "_delta_log").is_dir()
 
 
-def read_delta(path: Path, columns: Sequence[str] | None = None) -> pd.DataFrame | None:
+def read_delta(path: Location, columns: Sequence[str] | None = None) -> pd.DataFrame | None:
     """A Delta table (or some of its columns) as pandas; None when there is no table at `path`.
 
     Reads through delta-rs's DataFusion engine, which honours deletion vectors and column mapping.
@@ -401,7 +401,7 @@ def read_delta(path: Path, columns: Sequence[str] | None = None) -> pd.DataFrame
     return frame
 
 
-def table_info(name: str, path: Path) -> TableInfo:
+def table_info(name: str, path: Location) -> TableInfo:
     from deltalake import DeltaTable
 
     from delta_tables.arrow import count_rows
@@ -412,7 +412,7 @@ def table_info(name: str, path: Path) -> TableInfo:
     return TableInfo(name, path, table.version(), count_rows(table))
 
 
-def read_silver(path: Path, spec: SilverSpec) -> pd.DataFrame | None:
+def read_silver(path: Location, spec: SilverSpec) -> pd.DataFrame | None:
     """The columns of `silver_columns(spec)` the table has; None when there is no table."""
     from deltalake import DeltaTable
 
@@ -423,7 +423,7 @@ def read_silver(path: Path, spec: SilverSpec) -> pd.DataFrame | None:
     return read_delta(path, columns) if columns else pd.DataFrame()
 
 
-def read_quality(path: Path, dataset: str) -> pd.DataFrame | None:
+def read_quality(path: Location, dataset: str) -> pd.DataFrame | None:
     """The dataset's rows of the quality results history, parked rows included (the columns
     `validation_runs`, `suites_by_run` and `gate_totals` use); None when there is no history."""
     from delta_tables.ops import read_rows
@@ -440,7 +440,7 @@ def read_quality(path: Path, dataset: str) -> pd.DataFrame | None:
     return frame
 
 
-def read_quarantine_reasons(path: Path) -> pd.DataFrame | None:
+def read_quarantine_reasons(path: Location) -> pd.DataFrame | None:
     """`quarantine_reasons` of the quarantine table at `path`; None when there is no table."""
     frame = read_delta(path, ["_error"])
     return None if frame is None else quarantine_reasons(frame["_error"])

@@ -24,11 +24,9 @@ recognises a recreated table by its new Delta table id).
 from __future__ import annotations
 
 import argparse
-import shutil
 from contextlib import ExitStack
-from pathlib import Path
 
-from core.config import RunoffConfig
+from core.config import Location, RunoffConfig, remove_tree
 from core.console import say
 from core.errors import RunoffError
 from core.locking import checkpoint_lock
@@ -45,7 +43,9 @@ def layers_to_reset(layer: str) -> tuple[str, ...]:
     raise RunoffError(f"layer {layer!r} is not one of bronze, silver, all")
 
 
-def reset_targets(config: RunoffConfig, dataset: str, layer: str) -> tuple[list[Table], list[Path]]:
+def reset_targets(
+    config: RunoffConfig, dataset: str, layer: str
+) -> tuple[list[Table], list[Location]]:
     """The tables and the checkpoint directories a reset of `layer` deletes."""
     layers = layers_to_reset(layer)
     tables = [
@@ -54,18 +54,11 @@ def reset_targets(config: RunoffConfig, dataset: str, layer: str) -> tuple[list[
         if (t.layer in ("bronze", "quarantine") and "bronze" in layers)
         or (t.layer == "silver" and "silver" in layers)
     ]
-    checkpoints: list[Path] = []
+    checkpoints: list[Location] = []
     for t in tables:
         if t.checkpoint is not None and t.checkpoint not in checkpoints:
             checkpoints.append(t.checkpoint)
     return tables, checkpoints
-
-
-def _remove(path: Path) -> bool:
-    if not path.exists():
-        return False
-    shutil.rmtree(path)
-    return True
 
 
 def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
@@ -90,16 +83,20 @@ def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
     deleted: list[str] = []
     with ExitStack() as locks:
         for checkpoint in checkpoints:
-            locks.enter_context(checkpoint_lock(checkpoint, f"reset {dataset} --layer {layer}"))
+            locks.enter_context(
+                checkpoint_lock(
+                    checkpoint, f"reset {dataset} --layer {layer}", config.lock_path(checkpoint)
+                )
+            )
         for table in tables:
             record.versions_before[table.name] = _version(table)
-            if _remove(table.path):
+            if remove_tree(table.path):
                 deleted.append(str(table.path))
                 say(f"deleted table {table.name} ({table.path})")
             else:
                 say(f"table {table.name} did not exist")
         for checkpoint in checkpoints:
-            if _remove(checkpoint):
+            if remove_tree(checkpoint):
                 deleted.append(str(checkpoint))
                 say(f"deleted checkpoint {checkpoint}")
         if "bronze" in layers_to_reset(layer):

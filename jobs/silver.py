@@ -56,10 +56,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.config import RunoffConfig
+from core.config import Location, RunoffConfig
 from core.console import live_status, say
 from core.errors import RunoffError
 from core.ledger import RunRecord
@@ -184,7 +183,7 @@ class MergeOutcome:
 
 
 def merge_batch(
-    path: Path,
+    path: Location,
     batch: DataFrame,
     aggregate: SilverAggregate,
     app_id: str,
@@ -241,7 +240,7 @@ def merge_batch(
     )
 
 
-def spark_columns(spark: SparkSession, path: Path) -> list[str]:
+def spark_columns(spark: SparkSession, path: Location) -> list[str]:
     from delta.tables import DeltaTable
 
     return list(DeltaTable.forPath(spark, str(path)).toDF().columns)
@@ -252,7 +251,11 @@ class BatchWriter:
     then MERGE it, exactly once."""
 
     def __init__(
-        self, aggregate: SilverAggregate, path: Path, checkpoint: Path, gate: Gate | None = None
+        self,
+        aggregate: SilverAggregate,
+        path: Location,
+        checkpoint: Location,
+        gate: Gate | None = None,
     ) -> None:
         self.aggregate = aggregate
         self.path = path
@@ -294,8 +297,8 @@ class TableRun:
     """Progress of one silver table's query during a run."""
 
     aggregate: SilverAggregate
-    path: Path
-    checkpoint: Path
+    path: Location
+    checkpoint: Location
     writer: BatchWriter
     version_before: int = -1
     version_after: int = -1
@@ -362,7 +365,7 @@ def watch(run: TableRun, report: Callable[[str], None]) -> None:
 
 
 # -- the job ----------------------------------------------------------------------------------
-def bronze_stream(spark: SparkSession, bronze: Path, options: SilverOptions) -> DataFrame:
+def bronze_stream(spark: SparkSession, bronze: Location, options: SilverOptions) -> DataFrame:
     # `runoff backfill` replaces bronze slices (remove + add) and recomputes the silver windows
     # itself: the stream skips those commits instead of failing (or counting rows twice).
     reader = spark.readStream.format("delta").option("skipChangeCommits", "true")
@@ -438,7 +441,13 @@ def hold_locks(catalog: Catalog, dataset: str) -> Iterator[None]:
     with ExitStack() as stack:
         for table in catalog.tables(dataset).silver:
             assert table.checkpoint is not None
-            stack.enter_context(checkpoint_lock(table.checkpoint, f"runoff silver {dataset}"))
+            stack.enter_context(
+                checkpoint_lock(
+                    table.checkpoint,
+                    f"runoff silver {dataset}",
+                    catalog.config.lock_path(table.checkpoint),
+                )
+            )
         yield
 
 
@@ -523,7 +532,7 @@ def run_silver(
                     {
                         "dataset": dataset.name,
                         "layer": "silver",
-                        "table": str(path.relative_to(config.home)),
+                        "table": str(path.relative_to(config.data)),
                     },
                     {aggregate.table: path},
                     f"runoff reset {dataset.name} --layer silver --yes",

@@ -5,6 +5,11 @@
 classpath, and Delta's SQL extension and catalog are set. `delta_jars()` lists the same jars for
 `spark-submit --jars` (the Airflow DAGs). A cluster that already has delta-spark sets
 `RUNOFF_JARS_DIR=` (empty): then no jars are added and the cluster's own are used.
+
+Object storage: the s3a:// filesystem's jars (`jvm/jars/s3/`) go on the driver's and executors'
+class path, and `s3a_conf()` gives S3A the standard AWS settings of the environment (endpoint,
+region, credentials; credentials through Spark's configuration, which Spark redacts, so that
+executors on other machines have them too). README, "Scaling out".
 """
 
 from __future__ import annotations
@@ -51,6 +56,49 @@ def jars_dir() -> Path | None:
     if raw is None:
         return JARS_DIR
     return Path(raw).expanduser() if raw.strip() else None
+
+
+def s3_classpath() -> str | None:
+    """`jvm/jars/s3/*` (hadoop-aws and the AWS SDK): a class path entry, not `spark.jars`, so the
+    700 MB SDK bundle is not copied to every application; None when it was not fetched."""
+    folder = jars_dir()
+    if folder is None or not any((folder / "s3").glob("hadoop-aws-*.jar")):
+        return None
+    return str(folder / "s3" / "*")
+
+
+# The AWS SDK's own provider chain last: a profile (AWS_PROFILE), web identity, instance roles.
+S3A_PROVIDERS = (
+    "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider,"
+    "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider,"
+    "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
+)
+
+
+def s3a_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """S3A settings from the standard AWS environment variables.
+
+    `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` (an S3-compatible endpoint: then path-style
+    requests), `AWS_REGION` or `AWS_DEFAULT_REGION`, `AWS_ACCESS_KEY_ID` with
+    `AWS_SECRET_ACCESS_KEY` (and `AWS_SESSION_TOKEN`)."""
+    env = os.environ if env is None else env
+    conf = {"spark.hadoop.fs.s3a.aws.credentials.provider": S3A_PROVIDERS}
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(
+            endpoint.startswith("https:")
+        ).lower()
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = region
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        conf["spark.hadoop.fs.s3a.access.key"] = env["AWS_ACCESS_KEY_ID"]
+        conf["spark.hadoop.fs.s3a.secret.key"] = env["AWS_SECRET_ACCESS_KEY"]
+        if env.get("AWS_SESSION_TOKEN"):
+            conf["spark.hadoop.fs.s3a.session.token"] = env["AWS_SESSION_TOKEN"]
+    return conf
 
 
 def delta_jars() -> list[str]:
@@ -121,6 +169,12 @@ def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> S
     )
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
+    s3_jars = s3_classpath()
+    if s3_jars is not None:
+        builder = builder.config("spark.driver.extraClassPath", s3_jars)
+        builder = builder.config("spark.executor.extraClassPath", s3_jars)
+        for key, value in s3a_conf().items():
+            builder = builder.config(key, value)
     for key, value in DELTA_CONF.items():
         builder = builder.config(key, value)
     for key, value in config.spark_conf.items():

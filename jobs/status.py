@@ -33,11 +33,10 @@ import json
 import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from core.config import RunoffConfig
+from core.config import Location, RunoffConfig, real_name
 from delta_tables.catalog import Catalog, Table
 from jobs.landing_changes import check_landing
 
@@ -57,7 +56,7 @@ RUN_KEYS = (
 )
 
 
-def bronze_checkpoint(config: RunoffConfig, dataset: str) -> Path:
+def bronze_checkpoint(config: RunoffConfig, dataset: str) -> Location:
     """The bronze query's checkpoint: it writes bronze and quarantine in the same micro-batch."""
     checkpoint = Catalog.load(config).tables(dataset).bronze.checkpoint
     assert checkpoint is not None
@@ -70,7 +69,7 @@ def dataset_tables(config: RunoffConfig, dataset: str) -> list[Table]:
 
 
 # -- checkpoints (pure parsing + thin file reads) ------------------------------------------
-def _numeric_names(directory: Path, suffix: str = "") -> list[int]:
+def _numeric_names(directory: Location, suffix: str = "") -> list[int]:
     """Batch ids of the files `<n><suffix>` in `directory` (hidden and temp files skipped)."""
     if not directory.is_dir():
         return []
@@ -86,7 +85,7 @@ def _numeric_names(directory: Path, suffix: str = "") -> list[int]:
     return sorted(ids)
 
 
-def last_batch_id(checkpoint: Path | None) -> int | None:
+def last_batch_id(checkpoint: Location | None) -> int | None:
     """The highest committed micro-batch id of `checkpoint`, None before the first commit."""
     if checkpoint is None:
         return None
@@ -116,7 +115,7 @@ def uri_to_path(uri: str) -> str:
     return os.path.realpath(unquote(parsed.path))
 
 
-def ingested_files(checkpoint: Path | None) -> set[str]:
+def ingested_files(checkpoint: Location | None) -> set[str]:
     """Local paths of every file the file source of `checkpoint` has taken into a batch."""
     if checkpoint is None:
         return set()
@@ -131,12 +130,12 @@ def ingested_files(checkpoint: Path | None) -> set[str]:
     return paths
 
 
-def is_data_file(relative: Path) -> bool:
+def is_data_file(relative: Location) -> bool:
     """Spark's file sources skip names starting with `.` or `_` (temp files, markers)."""
     return not any(part.startswith((".", "_")) for part in relative.parts)
 
 
-def landing_files(landing_dir: Path) -> list[Path]:
+def landing_files(landing_dir: Location) -> list[Location]:
     """Every data file under `landing_dir` (recursively), sorted."""
     if not landing_dir.is_dir():
         return []
@@ -147,12 +146,12 @@ def landing_files(landing_dir: Path) -> list[Path]:
     )
 
 
-def pending_files(files: Iterable[Path], ingested: set[str]) -> list[Path]:
+def pending_files(files: Iterable[Location], ingested: set[str]) -> list[Location]:
     """The files of `files` that the bronze checkpoint has not ingested yet."""
-    return [f for f in files if os.path.realpath(f) not in ingested]
+    return [f for f in files if real_name(f) not in ingested]
 
 
-def oldest_file(files: Iterable[Path]) -> tuple[Path, datetime] | None:
+def oldest_file(files: Iterable[Location]) -> tuple[Location, datetime] | None:
     """The file of `files` modified first (ties: the first path) and its modification time."""
     dated = [(datetime.fromtimestamp(f.stat().st_mtime, UTC), f) for f in files]
     if not dated:
@@ -248,6 +247,7 @@ def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -
     return {
         "dataset": dataset,
         "home": str(config.home),
+        "data": str(config.data),
         "tables": tables,
         "landing": {
             "path": str(landing_dir),

@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.config import Location, write_whole
 from core.console import say
 from core.errors import ConfigError, RunoffError
 from core.ledger import RunRecord
@@ -70,9 +70,9 @@ def trigger_kwargs(trigger: str) -> dict[str, bool]:
 
 # -- checkpoints and tables ---------------------------------------------------------------
 def guard_checkpoint(
-    checkpoint: Path,
+    checkpoint: Location,
     owner: Mapping[str, str],
-    tables: Mapping[str, Path],
+    tables: Mapping[str, Location],
     reset_command: str,
 ) -> None:
     """Refuse to run a checkpoint against tables it does not belong to; claim a new one.
@@ -152,9 +152,7 @@ def guard_checkpoint(
     if not marker.is_file():
         checkpoint.mkdir(parents=True, exist_ok=True)
         claim = {**owner, "claimed_at": datetime.now(UTC).isoformat(timespec="seconds")}
-        temp = marker.with_name(f".{OWNER_FILE}.tmp")
-        temp.write_text(json.dumps(claim, sort_keys=True) + "\n")
-        temp.replace(marker)
+        write_whole(marker, json.dumps(claim, sort_keys=True) + "\n")
 
 
 def owner_text(owner: Mapping[str, str]) -> str:
@@ -313,7 +311,7 @@ def first_line(exc: BaseException) -> str:
 
 
 @contextmanager
-def recorded_run(runs_path: Path, record: RunRecord) -> Iterator[RunRecord]:
+def recorded_run(runs_path: Location, record: RunRecord) -> Iterator[RunRecord]:
     """Append `record` to the run ledger when the block ends, as success or failure.
 
     A failure is recorded with its first line as `error` and then re-raised; a failure to
@@ -365,11 +363,11 @@ class BatchFunction:
 def run_query(
     writer: DataStreamWriter,
     function: BatchFunction,
-    checkpoint: Path,
+    checkpoint: Location,
     trigger: str,
     name: str,
     *,
-    tables: Mapping[str, Path] | None = None,
+    tables: Mapping[str, Location] | None = None,
     reset_command: str | None = None,
 ) -> StreamingQuery:
     """Start `writer` with `function` as foreachBatch, wait for the run to end, return it.

@@ -28,9 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.config import Location
 from core.console import say
 from core.ledger import RunRecord
 from quality.runner import QualityCheckFailed, describe_expectation, describe_observed
@@ -282,7 +282,7 @@ def batch_rows(
     return rows
 
 
-def record_run(results: Path, record: RunRecord, gates: Sequence[Gate]) -> None:
+def record_run(results: Location, record: RunRecord, gates: Sequence[Gate]) -> None:
     """Put a run's checks in its ledger record (`details.expectations`: totals per table and
     expectation) and in the results history (a row per expectation per batch)."""
     from deltalake import DeltaTable

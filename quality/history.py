@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from core.config import Location
 from quality.increments import Watermark
 
 RESULTS_SCHEMA = pa.schema(
@@ -77,7 +77,7 @@ class ResultRow:
     quarantined: int | None = None
 
 
-def append_results(path: Path, rows: Sequence[ResultRow]) -> None:
+def append_results(path: Location, rows: Sequence[ResultRow]) -> None:
     """Append one validate run's rows (creating the table on first use)."""
     from delta_tables.ops import append_rows
 
@@ -87,14 +87,14 @@ def append_results(path: Path, rows: Sequence[ResultRow]) -> None:
     append_rows(path, data, RESULT_KEY)
 
 
-def _read(path: Path, equal: dict[str, str | bool], columns: list[str] | None) -> pa.Table:
+def _read(path: Location, equal: dict[str, str | bool], columns: list[str] | None) -> pa.Table:
     from delta_tables.ops import read_rows
 
     return read_rows(path, RESULTS_SCHEMA, RESULT_KEY, columns, equal)
 
 
 def read_results(
-    path: Path, dataset: str | None = None, table: str | None = None
+    path: Location, dataset: str | None = None, table: str | None = None
 ) -> list[dict[str, Any]]:
     """History rows (optionally of one dataset / table), oldest first."""
     wanted = {"dataset": dataset, "table": table}
@@ -103,7 +103,7 @@ def read_results(
     return sorted(rows, key=lambda r: (r["validated_at"], r["table"]))
 
 
-def last_validated(path: Path, dataset: str) -> dict[str, Watermark]:
+def last_validated(path: Location, dataset: str) -> dict[str, Watermark]:
     """Per table of `dataset`: the version and table id of its last successful validation (the
     gate's batch rows are not validations of the table)."""
     data = _read(

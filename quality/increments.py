@@ -36,6 +36,7 @@ import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
+from core.config import Location, as_location
 from delta_tables.arrow import read_arrow
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class Increment:
     for the whole table. `data_changed` is False when every commit of the range was maintenance.
     """
 
-    path: Path
+    path: Location
     table_id: str
     start_version: int | None
     end_version: int
@@ -107,11 +108,11 @@ class Increment:
         return f"({self.start_version}, {self.end_version}]"
 
 
-def table_exists(path: Path) -> bool:
+def table_exists(path: Location) -> bool:
     return DeltaTable.is_deltatable(str(path))
 
 
-def open_table(path: Path) -> DeltaTable:
+def open_table(path: Location) -> DeltaTable:
     return DeltaTable(str(path))
 
 
@@ -137,7 +138,7 @@ def _files(table: DeltaTable) -> frozenset[str]:
 
 
 def plan_increment(
-    path: Path, table: DeltaTable, last: Watermark | None, full: bool = False
+    path: Location, table: DeltaTable, last: Watermark | None, full: bool = False
 ) -> Increment | None:
     """The rows to validate in `table`, or None when it has no version after `last`."""
     current = table.version()
@@ -202,7 +203,7 @@ def _operations(table: DeltaTable, after: int, upto: int) -> tuple[str, ...] | N
 
 
 def _dataset(
-    path: Path, table: DeltaTable, keep: Callable[[dict[str, Any]], bool] | None = None
+    path: Location, table: DeltaTable, keep: Callable[[dict[str, Any]], bool] | None = None
 ) -> ds.FileSystemDataset:
     """A pyarrow dataset over the snapshot's files for which `keep(add action)` holds.
 
@@ -213,7 +214,12 @@ def _dataset(
     schema = pa.schema(table.schema().to_arrow())
     partition_columns = list(table.metadata().partition_columns)
     parquet = ds.ParquetFileFormat()
-    filesystem = pafs.LocalFileSystem()
+    if isinstance(path, Path):
+        filesystem: pafs.FileSystem = pafs.LocalFileSystem()
+        root = str(path)
+    else:  # object storage: the same fsspec filesystem as the path's
+        filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(path.fs))
+        root = path.path.rstrip("/")
     fragments = []
     for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
         if keep is not None and not keep(action):
@@ -228,7 +234,7 @@ def _dataset(
             )
         fragments.append(
             parquet.make_fragment(
-                str(path / unquote(action["path"])),
+                f"{root}/{unquote(action['path'])}",
                 filesystem=filesystem,
                 partition_expression=expression,
             )
@@ -269,13 +275,14 @@ def count_rows(table: DeltaTable, increment: Increment) -> int:
 
 
 def read_table(
-    table: DeltaTable, columns: Sequence[str] | None = None, path: Path | None = None
+    table: DeltaTable, columns: Sequence[str] | None = None, path: Location | None = None
 ) -> pa.Table:
     """The current snapshot (optionally only some columns)."""
     cols = list(columns) if columns is not None else None
     if needs_datafusion(table) is not None:
         return read_arrow(table, cols)
-    root = path if path is not None else Path(unquote(urlparse(table.table_uri).path))
+    uri = urlparse(table.table_uri)
+    root = path or as_location(unquote(uri.path) if uri.scheme == "file" else table.table_uri)
     return _dataset(root, table).to_table(columns=cols)
 
 

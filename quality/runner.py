@@ -1,12 +1,13 @@
 """`runoff validate`: check what runs changed in a dataset's tables with Great Expectations.
 
 Input: the dataset's Delta tables (bronze, quarantine, silver), read with delta-rs (no Spark),
-and the results history `<home>/quality/results` (where each table's last successfully validated
-version is kept). For every table: the rows in files added since that version (`--full`: the
-whole table) are validated with the table's suites (`quality.suites`); silver uniqueness also
-sees the older rows sharing a key with the changed ones. Output: a `ValidationReport`, one history
-row per expectation, one run-ledger row (layer "validate") and the Great Expectations Data Docs
-under `<home>/quality/gx/uncommitted/data_docs/local_site/`.
+and the results history `<data>/quality/results` (`<data>`: the home, or `RUNOFF_DATA`), where
+each table's last successfully validated version is kept. For every table: the rows in files
+added since that version (`--full`: the whole table) are validated with the table's suites
+(`quality.suites`); silver uniqueness also sees the older rows sharing a key with the changed
+ones. Output: a `ValidationReport`, one history row per expectation, one run-ledger row (layer
+"validate") and the Great Expectations Data Docs under
+`<home>/quality/gx/uncommitted/data_docs/local_site/`.
 
 Tables that do not exist yet are skipped; a table without a version after the last validated one
 reports "no new data"; its freshness suite (the spec's `freshness` expectations: the age of its
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 import pyarrow as pa
 
-from core.config import RunoffConfig
+from core.config import Location, RunoffConfig
 from core.console import console, say
 from core.errors import ConfigError, RunoffError
 from core.ledger import RunRecord
@@ -280,7 +281,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def results_path(config: RunoffConfig) -> Path:
+def results_path(config: RunoffConfig) -> Location:
     from delta_tables.catalog import Catalog
 
     return Catalog.load(config).quality_results.path

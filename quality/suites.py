@@ -25,13 +25,13 @@ Every expectation carries a severity: `critical` stops the batch (gate) or fails
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import great_expectations as gx
 from great_expectations.expectations import Expectation
 from great_expectations.expectations.metadata_types import FailureSeverity
 
+from core.config import Location
 from core.errors import ConfigError
 from core.specs import (
     FRESHNESS,
@@ -85,7 +85,7 @@ class CheckedTable:
     name: str
     dataset: str
     kind: TableKind
-    path: Path
+    path: Location
     suites: tuple[SuiteSpec, ...]
     keys: tuple[str, ...] = ()
     window_seconds: int | None = None

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.config import Location
 from core.errors import ConfigError
 from jobs.generate import GeneratedFile, GeneratorSpec
 from jobs.samples import activity, events, lines, sensors
@@ -36,7 +36,7 @@ def spec_for(dataset: str) -> GeneratorSpec:
 
 
 def generate(
-    dataset: str, landing_dir: str | os.PathLike[str], **options: Any
+    dataset: str, landing_dir: str | os.PathLike[str] | Location, **options: Any
 ) -> list[GeneratedFile]:
     """`GeneratorSpec.generate` for the dataset called `dataset`."""
     return spec_for(dataset).generate(landing_dir, **options)
@@ -49,7 +49,7 @@ def generate_dataset(config: RunoffConfig, dataset: str, **options: Any) -> list
     return generate(dataset, Catalog.load(config).landing_dir(dataset), **options)
 
 
-def summary_line(dataset: str, written: Sequence[GeneratedFile], landing_dir: Path) -> str:
+def summary_line(dataset: str, written: Sequence[GeneratedFile], landing_dir: Location) -> str:
     """What this call wrote; files it found already there (same name, same bytes) are counted
     apart, so that generating twice does not claim twice the data."""
     new = [f for f in written if f.new]

@@ -192,19 +192,21 @@ def test_every_dataset_has_distinct_table_names_paths_and_checkpoints(
         catalog.spec("nope")
 
 
-def test_source_path_relative_absolute_or_refused(tmp_path: Path, config: RunoffConfig) -> None:
+def test_source_path_relative_absolute_s3a_or_refused(tmp_path: Path, config: RunoffConfig) -> None:
     folder = tmp_path / "specs"
     folder.mkdir()
     base = (seed_spec("events").file).read_text()
-    for name, path in (("a", "inbox/a"), ("b", str(tmp_path / "elsewhere")), ("c", "s3a://x/y")):
+    paths = {"a": "inbox/a", "b": str(tmp_path / "elsewhere"), "c": "s3a://x/y/", "d": "gs://x/y"}
+    for name, path in paths.items():
         text = base.replace("name: events", f"name: {name}").replace("landing/events", path)
         text = text.replace("events_action_", f"{name}_action_")
         (folder / f"{name}.yaml").write_text(text)
     catalog = Catalog.load(config.with_changes(dataset_dirs=(*config.dataset_dirs, folder)))
     assert catalog.landing_dir("a") == config.home / "inbox" / "a"
     assert catalog.landing_dir("b") == tmp_path / "elsewhere"
-    with pytest.raises(ConfigError, match="only local folders are supported"):
-        catalog.landing_dir("c")
+    assert str(catalog.landing_dir("c")) == "s3a://x/y"
+    with pytest.raises(ConfigError, match=r"source.path='gs://x/y': use a local folder or s3a://"):
+        catalog.landing_dir("d")
 
 
 def test_a_refused_spec_is_reported_by_name_and_the_others_load(

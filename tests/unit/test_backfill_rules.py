@@ -344,6 +344,9 @@ def test_strip_segments_pattern_maps_an_archived_uri_to_its_landing_uri() -> Non
     pattern = strip_segments_pattern(3)
     assert re.sub(pattern, r"\1", archived) == "file:///h/landing/events/date=2024-01-01/a.json"
     assert re.sub(pattern, r"\1", "file:/h/archive/bronze/h/landing/x") == "file:/h/landing/x"
+    # on object storage: the bucket stays, the archive root's key segments go
+    stored = "s3a://lake/p/archive/bronze/p/landing/events/date=2024-01-01/a.json"
+    assert re.sub(pattern, r"\1", stored) == "s3a://lake/p/landing/events/date=2024-01-01/a.json"
 
 
 # -- Spark transforms on tiny batch frames ------------------------------------------------------

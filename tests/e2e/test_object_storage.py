@@ -1,0 +1,199 @@
+"""The pipeline with its data on object storage: `RUNOFF_DATA=s3a://...` against moto's S3 server.
+
+An S3-compatible server on loopback (tests/s3_server.py) holds the landing files, the Delta
+tables, the checkpoints and the quality results; the home keeps only the ledger, the Great
+Expectations project and the report. The `runoff` CLI runs as it would for a user, with the
+standard AWS environment variables and nothing else. Two deliveries: files written locally (the
+independent computation's copy) and uploaded, then a file written by `runoff generate` into the
+bucket itself. After each `runoff run`, bronze, quarantine and silver equal tests/expected.py
+over the delivered files exactly (every line once), read through delta-rs with the same
+credentials; a backfill of the day, reading landing and archive in the bucket, changes nothing;
+`runoff status --json` and `runoff report` read the same tables; the secret key appears in no
+output and no file of the home.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from upath import UPath
+
+from core.config import RunoffConfig
+from delta_tables.arrow import read_arrow
+from jobs.samples import generate
+from tests import expected
+from tests.dags.tables import assert_silver_matches_expected
+from tests.integration.test_bronze import canonical
+from tests.s3_server import S3_CLIENT_VARIABLES, S3Server, s3_server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+DATASET = "events"
+
+
+def runoff(env: dict[str, str], *argv: str) -> str:
+    """Run the CLI; its output (which must hold no secret) or a failure with it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"runoff {' '.join(argv)} exited {done.returncode}:\n{output}"
+    return output
+
+
+def sync_landing(landing: str, local: Path) -> None:
+    """Copy every object below the landing URI into `local` (same relative paths)."""
+    root = UPath(landing)
+    for obj in root.rglob("*"):
+        if obj.is_file():
+            target = local / obj.relative_to(root).as_posix()
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(obj.read_bytes())
+
+
+def relative(uri: str, landing: str) -> str:
+    assert uri.startswith(f"{landing}/"), uri
+    return uri[len(landing) + 1 :]
+
+
+def assert_exact(config: RunoffConfig, landing: str, local: Path) -> None:
+    """Bronze, quarantine and silver hold the delivered files' lines exactly once."""
+    files = expected.read_landing(DATASET, local)
+    bronze = read_arrow(str(config.bronze_path(DATASET))).to_pylist()
+    quarantine = read_arrow(str(config.quarantine_path(DATASET))).to_pylist()
+    name = {f.path: str(f.path.relative_to(local)) for f in files}
+    assert Counter(relative(r["_source_file"], landing) for r in bronze) == Counter(
+        {name[f.path]: f.valid for f in files if f.valid}
+    )
+    got = [{**r, "_source_file": relative(r["_source_file"], landing)} for r in bronze]
+    want = [{**r, "_source_file": name[f.path]} for f in files for r in f.records]
+    assert canonical(got) == canonical(want)
+    assert sorted(
+        (relative(r["_source_file"], landing), r["_line_number"], r["_raw"]) for r in quarantine
+    ) == sorted(
+        (name[path], number, raw.decode("utf-8", "replace"))
+        for path, number, raw, _ in expected.malformed_lines(files)
+    )
+    assert_silver_matches_expected(config, DATASET, landing=local)
+
+
+def test_the_pipeline_on_s3_is_exact_and_keeps_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with s3_server(tmp_path / "s3.log") as s3:
+        _pipeline_on(s3, tmp_path, monkeypatch)
+
+
+def _pipeline_on(s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in s3.env.items():
+        monkeypatch.setenv(key, value)  # delta-rs and s3fs in this process: the same credentials
+    data, home, local = s3.uri("pipeline"), tmp_path / "home", tmp_path / "delivered"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RUNOFF_")},
+        **s3.env,
+        "RUNOFF_HOME": str(home),
+        "RUNOFF_DATA": data,
+        "RUNOFF_SPARK_MASTER": "local[2]",
+    }
+    config = RunoffConfig.from_sources(env=env)
+    landing = f"{data}/landing/{DATASET}"
+    assert str(config.landing_dir(DATASET)) == landing
+
+    # Delivery 1: written locally, uploaded as a producer would.
+    generate(DATASET, local, files=2, rows_per_file=150, seed=7, malformed_rate=0.05)
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        (UPath(landing) / path.relative_to(local).as_posix()).write_bytes(path.read_bytes())
+    outputs = [runoff(env, "run", DATASET)]
+    assert_exact(config, landing, local)
+
+    # Delivery 2, the next hours: `runoff generate` writes into the bucket itself.
+    later = ("--start", "2024-01-01T03:00:00+00:00", "--seed", "8")
+    outputs.append(runoff(env, "generate", DATASET, "--files", "1", *later))
+    sync_landing(landing, local)
+    assert len(expected.landing_files(local)) == 3
+    outputs.append(runoff(env, "run", DATASET))
+    assert_exact(config, landing, local)
+
+    # A backfill of the day reads landing and archive on the store, and changes nothing.
+    versions = {t: DeltaTable(str(config.bronze_path(DATASET))).version() for t in ("bronze",)}
+    outputs.append(runoff(env, "backfill", DATASET, "--start", "2024-01-01", "--end", "2024-01-02"))
+    assert_exact(config, landing, local)
+    assert {t: DeltaTable(str(config.bronze_path(DATASET))).version() for t in versions} == versions
+
+    # status and report read the same tables through delta-rs.
+    status = json.loads(runoff(env, "status", DATASET, "--json"))
+    outputs.append(json.dumps(status))
+    assert status["data"] == data
+    # The second run's batch archived the first run's files (cleanSource=archive), in the bucket.
+    assert (status["landing"]["files"], status["landing"]["pending"]) == (1, 0)
+    archived = [p for p in UPath(f"{data}/archive/bronze").rglob("*.json") if p.is_file()]
+    assert sorted(p.name for p in archived) == sorted(
+        p.name
+        for p in local.rglob("*.json")
+        if not (UPath(landing) / p.relative_to(local).as_posix()).exists()
+    )
+    assert len(archived) == 2
+    rows = {t["name"]: t["rows"] for t in status["tables"]}
+    assert rows["bronze_events"] == len(read_arrow(str(config.bronze_path(DATASET))))
+    assert rows["quarantine_events"] == len(read_arrow(str(config.quarantine_path(DATASET))))
+    outputs.append(runoff(env, "report", DATASET))
+    report = home / "reports" / f"{DATASET}.html"
+    assert "bronze_events" in report.read_text()
+
+    # The quality results are on the store too; the home holds no data.
+    results = read_arrow(str(config.quality_results_path)).to_pylist()
+    assert {r["table"] for r in results} >= {"bronze_events", "events_action_hourly"}
+    assert not [
+        p for p in ("landing", "archive", "checkpoints", "delta/bronze") if (home / p).exists()
+    ]
+    assert not (home / "quality" / "results").exists()
+
+    secret = s3.env["AWS_SECRET_ACCESS_KEY"]
+    assert not [o for o in outputs if secret in o]
+    leaked = [p for p in home.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert leaked == []
+
+
+def test_an_unknown_scheme_is_refused_in_one_line(tmp_path: Path) -> None:
+    env: dict[str, Any] = {**os.environ, "RUNOFF_HOME": str(tmp_path), "RUNOFF_DATA": "gs://b/x"}
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "status", DATASET],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "runoff: error: RUNOFF_DATA='gs://b/x': use a local folder or s3a://<bucket>/<prefix> "
+        "(other URI schemes are not supported)"
+    ]
+
+
+def test_compose_passes_the_variables_this_test_gives_runoff() -> None:
+    """docker/compose.yaml's runoff services get RUNOFF_DATA and the AWS variables from the
+    environment or docker/.env (no value in the file: nothing secret, passed through when set)."""
+    import yaml
+
+    from tests.conftest import REPO_ROOT
+
+    compose = yaml.safe_load((REPO_ROOT / "docker" / "compose.yaml").read_text())
+    variables = {"RUNOFF_DATA", *S3_CLIENT_VARIABLES}
+    for name in ("airflow-scheduler", "spark-worker", "runoff"):
+        environment = compose["services"][name]["environment"]
+        assert {v: environment.get(v, "missing") for v in variables} == dict.fromkeys(variables), (
+            name
+        )
