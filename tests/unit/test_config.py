@@ -145,6 +145,32 @@ def test_home_layout(tmp_path: Path) -> None:
         config.checkpoint_dir("gold", "x")
 
 
+def test_data_elsewhere_moves_the_data_not_what_belongs_to_the_home(tmp_path: Path) -> None:
+    for data in ("s3a://lake/runoff/", str(tmp_path / "data")):
+        config = RunoffConfig.from_sources(home=tmp_path, env={"RUNOFF_DATA": data})
+        root = data.rstrip("/")
+        assert str(config.data) == root
+        assert str(config.landing_dir("events")) == f"{root}/landing/events"
+        assert str(config.bronze_path("events")) == f"{root}/delta/bronze/events"
+        assert str(config.checkpoint_dir("bronze", "events")) == f"{root}/checkpoints/bronze/events"
+        assert str(config.quality_results_path) == f"{root}/quality/results"
+        assert str(config.archive_root) == f"{root}/archive"
+        assert config.runs_path == tmp_path / "delta" / "ops" / "runs"
+        assert config.quality_dir == tmp_path / "quality"
+    local = RunoffConfig.from_sources(home=tmp_path, env={"RUNOFF_DATA": str(tmp_path / "data")})
+    checkpoint = local.checkpoint_dir("silver", "t")
+    assert local.lock_path(checkpoint) == tmp_path / "data" / "checkpoints" / "silver" / "t.lock"
+    stored = RunoffConfig.from_sources(home=tmp_path, env={"RUNOFF_DATA": "s3a://lake/r"})
+    lock = stored.lock_path(stored.checkpoint_dir("silver", "t"))
+    assert str(lock).endswith("/runoff-locks/s3a/lake/r/checkpoints/silver/t.lock"), lock
+
+
+@pytest.mark.parametrize("data", ["gs://b/x", "s3a://", "ftp://h/x"])
+def test_data_with_another_scheme_is_refused(tmp_path: Path, data: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f"RUNOFF_DATA={data!r}: use a local folder")):
+        RunoffConfig.from_sources(home=tmp_path, env={"RUNOFF_DATA": data})
+
+
 def test_config_is_frozen_and_changes_make_a_copy(tmp_path: Path) -> None:
     config = RunoffConfig.from_sources(home=tmp_path, env={})
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -55,3 +55,36 @@ def test_cli_says_make_install_and_exits_2(
     assert len(err) == 1
     assert err[0].startswith("runoff: error: delta-spark's jars are missing from ")
     assert "run `make install`" in err[0]
+
+
+def test_s3a_settings_come_from_the_standard_aws_variables() -> None:
+    from jobs.spark import S3A_PROVIDERS, s3a_conf
+
+    assert s3a_conf({}) == {"spark.hadoop.fs.s3a.aws.credentials.provider": S3A_PROVIDERS}
+    env = {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_ACCESS_KEY_ID": "id",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_SESSION_TOKEN": "token",
+    }
+    assert s3a_conf(env) == {
+        "spark.hadoop.fs.s3a.aws.credentials.provider": S3A_PROVIDERS,
+        "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1",
+        "spark.hadoop.fs.s3a.access.key": "id",
+        "spark.hadoop.fs.s3a.secret.key": "secret",
+        "spark.hadoop.fs.s3a.session.token": "token",
+    }
+    # the S3-specific endpoint wins; a key id without its secret is not used
+    only_s3 = {
+        "AWS_ENDPOINT_URL": "http://a",
+        "AWS_ENDPOINT_URL_S3": "https://b",
+        "AWS_ACCESS_KEY_ID": "x",
+    }
+    conf = s3a_conf(only_s3)
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "https://b"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
+    assert "spark.hadoop.fs.s3a.access.key" not in conf
