@@ -1,4 +1,4 @@
-"""Read what a pipeline run left behind, without Spark: Delta tables (delta-rs) and checkpoints.
+"""Read what a pipeline run left behind, without Spark: Delta tables (delta-rs).
 
 Shared by the DAG tests and the Airflow end-to-end test. Table names and paths come from the
 catalog of the given configuration (its spec folders); expected contents never do.
@@ -39,22 +39,16 @@ def snapshot_tables(config: RunoffConfig, dataset: str) -> dict[str, list[tuple[
     }
 
 
-def tree_listing(root: Path) -> list[tuple[str, int, int]]:
-    """(relative path, size, mtime ns) of every file under `root`, lock files left out."""
-    return sorted(
-        (str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns)
-        for p in root.rglob("*")
-        if p.is_file() and not p.name.endswith(".lock")
-    )
-
-
-def assert_silver_matches_expected(config: RunoffConfig, dataset: str) -> None:
-    """Every silver table of a seed dataset equals tests/expected.py over the landing files,
-    row for row; the catalog declares exactly the tables tests/expected.py computes."""
+def assert_silver_matches_expected(
+    config: RunoffConfig, dataset: str, landing: Path | None = None
+) -> None:
+    """Every silver table of a seed dataset equals tests/expected.py over the landing files
+    (those below `landing`, else below the dataset's landing folder), row for row; the catalog
+    declares exactly the tables tests/expected.py computes."""
     from tests import expected
 
     catalog = Catalog.load(config)
-    files = expected.read_landing(dataset, catalog.landing_dir(dataset))
+    files = expected.read_landing(dataset, landing or catalog.landing_dir(dataset))
     want = expected.silver(dataset, expected.valid_records(files))
     silver = catalog.tables(dataset).silver
     assert [t.name for t in silver] == list(expected.SILVER_TABLES[dataset])
