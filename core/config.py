@@ -118,9 +118,18 @@ def append_text(location: Location, text: str) -> None:
         os.fsync(handle.fileno())
 
 
+def object_path(uri: str) -> Location:
+    """An object store path. Listings are not cached: a long-lived process (`runoff serve`) must
+    see the files that land after it first looked."""
+    return UPath(uri, use_listings_cache=False)
+
+
 def as_location(path: str | os.PathLike[str] | Location) -> Location:
     """A path or URI as the `Location` it names."""
-    return path if isinstance(path, UPath) else UPath(path)
+    if isinstance(path, UPath):
+        return path
+    text = os.fspath(path)
+    return object_path(text) if "://" in text else UPath(text)
 
 
 def data_location(raw: str | os.PathLike[str], what: str = "RUNOFF_DATA") -> Location:
@@ -134,7 +143,7 @@ def data_location(raw: str | os.PathLike[str], what: str = "RUNOFF_DATA") -> Loc
             f"{what}={text!r}: use a local folder or s3a://<bucket>/<prefix> (other URI schemes "
             "are not supported)"
         )
-    return UPath(text.rstrip("/"))
+    return object_path(text.rstrip("/"))
 
 
 @dataclass(frozen=True)
