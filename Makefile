@@ -55,12 +55,10 @@ postgres:
 	  [ "$$(id -u)" = 0 ] && SUDO= || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
-# Three workers (pytest-xdist), a test file per worker at a time: each worker has its own
+# Two workers (pytest-xdist), a test file per worker at a time: each worker has its own
 # SparkSession, and a file's module fixtures (a runoff server, an Airflow) stay on one worker.
-# The end-to-end tests spend much of their time waiting on other processes (Airflow's loops, a
-# cluster, a server), so a third worker shortens the suite even on two cores.
 pytest: install browser postgres
-	$(RUN) pytest -n 3 --dist loadfile
+	$(RUN) pytest -n 2 --dist loadfile
 
 test: lint typecheck pytest
 
