@@ -18,6 +18,7 @@ import pytest
 
 from core.config import RunoffConfig
 from jobs.cli import main as runoff
+from tests.airflow_api import INCREMENTAL_STATES
 from tests.dags.tables import assert_silver_matches_expected, read_table
 from tests.dags.user_specs import write_orders
 from tests.integration.test_declared_dataset import (
@@ -30,17 +31,6 @@ from tests.integration.test_declared_dataset import (
 )
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
-
-# An incremental run: the route picks bronze, so reset and backfill are skipped.
-INCREMENTAL_STATES = {
-    "route": "success",
-    "reset": "skipped",
-    "bronze": "success",
-    "silver": "success",
-    "backfill": "skipped",
-    "validate": "success",
-    "publish": "success",
-}
 
 
 def run_dag(dataset: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -47,6 +47,7 @@ from dags import standalone
 from tests import expected
 from tests.airflow_api import (
     DAG_ID,
+    INCREMENTAL_STATES,
     RUN_TIMEOUT,
     Airflow,
     backfill,
@@ -75,16 +76,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.slow]
 START = datetime(2024, 1, 1, 21, tzinfo=UTC)  # the first landed hour
 HOUR = timedelta(hours=1)
 STARTUP_TIMEOUT = 300.0
-INCREMENTAL = {
-    "route": "success",
-    "reset": "skipped",
-    "bronze": "success",
-    "silver": "success",
-    "backfill": "skipped",
-    "validate": "success",
-    "publish": "success",
-}
-BACKFILLED = {**INCREMENTAL, "bronze": "skipped", "silver": "skipped", "backfill": "success"}
+BACKFILLED = {**INCREMENTAL_STATES, "bronze": "skipped", "silver": "skipped", "backfill": "success"}
 # Bronze columns from the landing record (ingestion metadata and the file's path aside).
 BRONZE_COLUMNS = ("time", "action", "event_time", "event_date", "_rescued_data")
 
@@ -322,7 +314,7 @@ def test_scheduled_manual_and_backfill_runs_on_postgres(deployed: Airflow) -> No
     # in between; the run of the hour that ended since follows at once.)
     assert _hour(unpaused) - HOUR <= end <= _hour(datetime.now(UTC)), (unpaused, scheduled)
     assert af.wait_for_runs([run_id], timeout=RUN_TIMEOUT)[run_id] == "success", af.explain(run_id)
-    assert af.task_states(run_id) == INCREMENTAL
+    assert af.task_states(run_id) == INCREMENTAL_STATES
     assert_tables_as_expected(config, delivered)
 
     # -- a manual run through the REST API: the file of hour 23 ------------------------------
@@ -334,7 +326,7 @@ def test_scheduled_manual_and_backfill_runs_on_postgres(deployed: Airflow) -> No
     run_id = manual["dag_run_id"]
     assert manual["run_type"] == "manual", manual
     assert af.wait_for_runs([run_id], timeout=RUN_TIMEOUT)[run_id] == "success", af.explain(run_id)
-    assert af.task_states(run_id) == INCREMENTAL
+    assert af.task_states(run_id) == INCREMENTAL_STATES
     assert_tables_as_expected(config, delivered)
 
     # -- a corrected delivery of hour 23, then `airflow backfill create` of that hour ----------
