@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from upath import UPath
 
@@ -233,6 +234,14 @@ class RunoffConfig:
     @property
     def archive_root(self) -> Location:
         return self.data / "archive"
+
+    def archived(self, path: str | Location) -> Location:
+        """Where Spark's `cleanSource=archive` moves a landing file or folder of bronze: the archive
+        root plus its absolute path (for an object, its key: archives stay in the object's
+        bucket)."""
+        text = str(path)
+        key = urlparse(text).path if "://" in text else text  # a local name may hold '#' or '?'
+        return self.archive_root / "bronze" / key.lstrip("/")
 
     def bronze_path(self, dataset: str) -> Location:
         return self.data / "delta" / "bronze" / dataset

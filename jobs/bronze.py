@@ -69,7 +69,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlparse
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -681,8 +680,7 @@ def landing_dir(config: RunoffConfig, dataset: str) -> Location:
 def archive_dir(config: RunoffConfig, dataset: str) -> Location:
     """Where Spark moves ingested landing files: the archive root plus their absolute path (on
     object storage, their key: the archive must be in the landing folder's bucket)."""
-    landing = str(landing_dir(config, dataset).absolute())
-    return config.archive_root / LAYER / urlparse(landing).path.lstrip("/")
+    return config.archived(landing_dir(config, dataset).absolute())
 
 
 def landing_dirs(config: RunoffConfig, dataset: str) -> tuple[Location, Location]:

@@ -230,7 +230,6 @@ def check_landing(
     checkpoint = catalog.tables(dataset).bronze.checkpoint
     assert checkpoint is not None
     landing = catalog.landing_dir(dataset).absolute()
-    archive_root = config.archive_root / "bronze"
     states = read_states(checkpoint)
     check = LandingCheck()
     for path, spark_ms in sorted(ingested_log(checkpoint).items()):
@@ -241,7 +240,7 @@ def check_landing(
         found = current_state(location)
         archived = found is None
         if archived:
-            location = archive_root / urlparse(path).path.lstrip("/")
+            location = config.archived(path)
             found = current_state(location)
         if found is None:
             continue  # gone from landing and archive: nothing Spark skipped
