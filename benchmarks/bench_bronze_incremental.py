@@ -1,7 +1,7 @@
 """Bronze run time per increment stays flat on top of a long history of ingested files.
 
 In a scratch runoff home (`benchmarks/work/bronze_incremental`): land `HISTORY_FILES` small
-`events` files and ingest them (`jobs.bronze.run`, `HISTORY_BATCH_FILES` files per micro-batch,
+`events` files and ingest them (`jobs.bronze.job.run`, `HISTORY_BATCH_FILES` files per micro-batch,
 so the checkpoint's file-source log, the bronze table's log and the archive all carry that
 history), then land one file at a time and run bronze after each, `INCREMENTS` times, in one
 process on one SparkSession, timing every run (`RunRecord.seconds`: lock, checks, query start,
@@ -49,7 +49,7 @@ def main() -> dict[str, Any]:
     from benchmarks.result import load_average, metric, write_result
     from core.config import RunoffConfig
     from delta_tables.writes import table_version
-    from jobs.bronze import BronzeOptions, run
+    from jobs.bronze.job import BronzeOptions, run
     from jobs.samples import generate_dataset
     from jobs.spark import get_spark
 

@@ -1,7 +1,7 @@
 """Wall time of each layer as a scheduler runs it: one `runoff` process per layer task.
 
 An Airflow task of a `runoff_<dataset>` DAG starts one process per layer (`spark-submit` of
-`jobs/submit.py`, which calls the same `jobs.cli.main`); so does this benchmark, with the venv's
+`jobs/cli/submit.py`, which calls the same `jobs.cli.main.main`); so does this benchmark, with the venv's
 `runoff` script: `runoff --home H bronze events`, then `silver events`, then `validate events`,
 each a fresh interpreter (and a fresh JVM for the Spark layers), timed from spawn to exit.
 

@@ -146,7 +146,7 @@ def main() -> dict[str, Any]:
     from benchmarks.result import load_average, metric, write_result
     from core.config import RunoffConfig
     from delta_tables.catalog import Catalog, ensure_table
-    from jobs.dataset import load_dataset
+    from jobs.streaming.dataset import load_dataset
     from jobs.silver import run_silver
     from jobs.spark import get_spark
 

@@ -4,7 +4,7 @@
 state (a slide needs a window, names are unique, ...) and raises `SpecError` listing every
 problem as `<file>: <key>: <problem>`. `scan(folders)` reads every `*.yaml`/`*.yml` of the
 folders and keeps the good specs apart from the refused files, so one bad file never hides the
-others. SQL inside a spec is checked by Spark's analyzer in `runoff check` (jobs.check).
+others. SQL inside a spec is checked by Spark's analyzer in `runoff check` (jobs.ops.check).
 The format is documented in the README ("Dataset spec reference").
 """
 
@@ -43,7 +43,7 @@ BRONZE_METADATA_COLUMNS = (
     "_rescued_data",
 )
 # Row-level expectations that severity `quarantine` turns into bronze row rules (their SQL:
-# `jobs.dataset.expectation_rule`); GX skips nulls for all but not_null, and so do the rules.
+# `jobs.streaming.dataset.expectation_rule`); GX skips nulls for all but not_null, and so do the rules.
 QUARANTINE_EXPECTATIONS = (
     "expect_column_values_to_not_be_null",
     "expect_column_values_to_be_between",

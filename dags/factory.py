@@ -66,7 +66,7 @@ from core.config import Location, RunoffConfig
 from delta_tables.catalog import Catalog
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# The Python file spark-submit runs: it calls `jobs.cli.main(argv)` and exits with its code.
+# The Python file spark-submit runs: it calls `jobs.cli.main.main(argv)` and exits with its code.
 SUBMIT_APPLICATION = REPO_ROOT / "jobs" / "submit.py"
 # Set in the workers' environment (as `make airflow` does): tasks are clients of that
 # `runoff serve` server instead of spark-submits of their own.
@@ -163,7 +163,7 @@ def load_catalog(env: Mapping[str, str] | None = None) -> Catalog:
 
 
 def runoff_args(command: str, dataset: str, *extra: str) -> list[str]:
-    """Arguments of `jobs/submit.py` (the `runoff` CLI):
+    """Arguments of `jobs/cli/submit.py` (the `runoff` CLI):
     `--home <home> --outcome <outcome file> <command> <dataset> ...`."""
     return ["--home", HOME_TEMPLATE, "--outcome", OUTCOME_TEMPLATE, command, dataset, *extra]
 

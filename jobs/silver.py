@@ -12,7 +12,7 @@ rate limit asks, plus the no-data batches Spark runs to advance the watermark, t
 dataset's tables are queries of one SparkSession, run one after the other; the run holds every
 table's checkpoint lock from start to end.
 
-Writes: the transforms (pure, `jobs.dataset.SilverAggregate.transform`) hold the watermark and the
+Writes: the transforms (pure, `jobs.streaming.dataset.SilverAggregate.transform`) hold the watermark and the
 window. Tables in "update" mode receive, after every micro-batch, the current aggregate of each
 window the batch touched; a MERGE keyed by window and keys updates or inserts them. "append" tables
 (`sensors_lost_signal`) receive a window once, when the watermark finalizes it: an insert-only
@@ -65,12 +65,12 @@ from core.ledger import RunRecord
 from core.locking import checkpoint_lock
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.writes import already_committed, is_delta_table, merge, table_version
-from jobs import interrupts
-from jobs.check import ensure_resolves
-from jobs.checkpoint_checks import record_batch
-from jobs.dataset import SilverAggregate, load_dataset
-from jobs.failures import explain
-from jobs.streaming import (
+from jobs.streaming import interrupts
+from jobs.ops.check import ensure_resolves
+from jobs.checkpoints.guard import record_batch
+from jobs.streaming.dataset import SilverAggregate, load_dataset
+from jobs.streaming.failures import explain
+from jobs.streaming.query import (
     BatchFunction,
     CurrentBatch,
     first_line,

@@ -652,7 +652,7 @@ def render_summary(report: ValidationReport) -> None:
 def cmd_validate(config: RunoffConfig, args: argparse.Namespace) -> int:
     layers = LAYERS if args.layer == "all" else (args.layer,)
     report = validate_dataset(config, args.dataset, layers, full=bool(getattr(args, "full", False)))
-    args.summary = report.summary()  # `--outcome`: jobs.cli writes it next to the exit code
+    args.summary = report.summary()  # `--outcome`: jobs.cli.main writes it next to the exit code
     render_summary(report)
     if not report.passed:
         raise QualityCheckFailed(report.failure_message())

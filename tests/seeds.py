@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.specs import SEED_DIR, DatasetSpec, load_spec
-from jobs.dataset import Dataset, compile_dataset
+from jobs.streaming.dataset import Dataset, compile_dataset
 
 SEED_NAMES = ("activity", "events", "lines", "sensors")
 

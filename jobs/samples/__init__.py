@@ -1,6 +1,6 @@
 """Sample-data generators of the seed datasets, apart from their specs, and `runoff generate`.
 
-A generator (`jobs.generate.GeneratorSpec`) exists for the four seed datasets only; declared
+A generator (`jobs.samples.generator.GeneratorSpec`) exists for the four seed datasets only; declared
 datasets bring their own landing files.
 """
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import Location
 from core.errors import ConfigError
-from jobs.generate import GeneratedFile, GeneratorSpec
+from jobs.samples.generator import GeneratedFile, GeneratorSpec
 from jobs.samples import activity, events, lines, sensors
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import heapq
 import random
 from datetime import datetime, timedelta
 
-from jobs.generate import GeneratorSpec, Record, chunk_by_day, epoch_us
+from jobs.samples.generator import GeneratorSpec, Record, chunk_by_day, epoch_us
 
 GT_LABELS = ("stand", "sit", "walk", "bike", "stairsup", "stairsdown", "null")
 

@@ -6,7 +6,7 @@ import heapq
 import random
 from datetime import datetime, timedelta
 
-from jobs.generate import GeneratorSpec, Record, epoch_us, next_midnight
+from jobs.samples.generator import GeneratorSpec, Record, epoch_us, next_midnight
 
 FILE_SECONDS = 3600  # one landing file per hour of events
 MEAN_OPEN_SECONDS = 600

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import datetime
 
-from jobs.generate import GeneratorSpec, Record, epoch_us
+from jobs.samples.generator import GeneratorSpec, Record, epoch_us
 
 _WORD_TEXT = """
 the a an and or but if then so as of to in on at by for with from into over under river

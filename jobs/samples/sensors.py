@@ -7,7 +7,7 @@ import heapq
 import random
 from datetime import datetime, timedelta
 
-from jobs.generate import GeneratorSpec, Record, chunk_by_day, epoch_us, iso_ms
+from jobs.samples.generator import GeneratorSpec, Record, chunk_by_day, epoch_us, iso_ms
 
 # Device types and the range of their signal strength (dBm).
 SIGNAL_RANGES: dict[str, tuple[float, float]] = {

@@ -56,7 +56,7 @@ FILES, ROWS = 3, 200
 # The driver listens on loopback, where the worker's executors reach it.
 DRIVER_CONF = "spark.driver.host=127.0.0.1,spark.driver.bindAddress=127.0.0.1"
 RUN_TIMEOUT = 300.0
-APP_NAME = f"runoff-run-{DATASET}"  # jobs.pipeline.cmd_run's application
+APP_NAME = f"runoff-run-{DATASET}"  # jobs.ops.pipeline.cmd_run's application
 
 
 @pytest.fixture(scope="module")

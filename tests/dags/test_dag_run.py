@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.config import RunoffConfig
-from jobs.cli import main as runoff
+from jobs.cli.main import main as runoff
 from tests.airflow_api import INCREMENTAL_STATES
 from tests.dags.tables import assert_silver_matches_expected, read_table
 from tests.dags.user_specs import write_orders

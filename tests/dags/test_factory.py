@@ -410,7 +410,7 @@ def test_route_task_chooses_backfill_for_backfill_runs(
 )
 def test_backfill_time_is_the_interval_bound_in_utc(moment: datetime, text: str) -> None:
     from dags.factory import backfill_time
-    from jobs.cli import iso_datetime
+    from jobs.cli.main import iso_datetime
 
     assert backfill_time(moment) == text
     assert iso_datetime(text) == moment  # what `runoff backfill --start/--end` reads back
@@ -527,7 +527,7 @@ def test_home_falls_back_to_runoff_home_then_repo(
 
 @pytest.mark.slow
 def test_a_failing_command_fails_its_task(spark_connection: None, tmp_path: Path) -> None:
-    """spark-submit exits with the CLI's code (jobs/submit.py), so the task fails with its error."""
+    """spark-submit exits with the CLI's code (jobs/cli/submit.py), so the task fails with its error."""
     from airflow.providers.common.compat.sdk import AirflowException
 
     from dags.factory import build_dataset_dag

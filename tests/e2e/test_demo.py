@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from core.config import RunoffConfig
-from jobs.bronze import landing_dirs
-from jobs.demo import DatasetOutcome, count_files, render_summary, run_demo
+from jobs.bronze.job import landing_dirs
+from jobs.samples.demo import DatasetOutcome, count_files, render_summary, run_demo
 from tests import expected
 from tests.browser import dump_dom
 

@@ -28,9 +28,9 @@ from core.ledger import RunRecord
 from core.specs import interval_seconds
 from delta_tables.catalog import Catalog
 from delta_tables.ops import append_run
-from jobs.cli import main
-from jobs.report import write_report
-from jobs.report_charts import (
+from jobs.cli.main import main
+from jobs.report.build import write_report
+from jobs.report.charts import (
     LAYER_COLOURS,
     OPEN_LABEL,
     PASS_RATE_TITLE,
@@ -40,14 +40,14 @@ from jobs.report_charts import (
     run_charts,
     silver_charts,
 )
-from jobs.report_data import (
+from jobs.report.data import (
     DATA_DOCS_SITE,
     gate_totals,
     load_report_data,
     quality_pass_rate,
     report_path,
 )
-from jobs.report_page import render_report
+from jobs.report.page import render_report
 from quality.history import ResultRow, append_results
 from tests.browser import assert_not_blank, dump_dom, screenshot
 from tests.quality_tables import (

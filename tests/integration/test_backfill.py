@@ -1,6 +1,6 @@
 """`runoff backfill`: the bounded batch re-run of [start, end), against tests/expected.py.
 
-The live pipeline (bronze, silver streams, through `jobs.cli.main`) ingests three days; then
+The live pipeline (bronze, silver streams, through `jobs.cli.main.main`) ingests three days; then
 landing changes for the first two days (an archived file delivered again with other content, a
 new file, a file with records next to the interval's edges) and for the third (a new file
 outside the interval). A backfill of the first two days must leave
@@ -35,11 +35,11 @@ from deltalake import DeltaTable
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
 from delta_tables.ops import read_runs
-from jobs.backfill import Interval
-from jobs.bronze import archive_dir
-from jobs.cli import main
+from jobs.backfill.job import Interval
+from jobs.bronze.job import archive_dir
+from jobs.cli.main import main
 from jobs.samples import generate_dataset
-from jobs.status import uri_to_path
+from jobs.ops.status import uri_to_path
 from tests import expected
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -418,7 +418,7 @@ def test_hourly_backfills_replace_only_their_hour_and_count_each_quarantined_lin
     spark: Any, config: RunoffConfig, home: Path
 ) -> None:
     """Hourly intervals over two days, as an hourly DAG's backfill runs them, in process."""
-    from jobs.backfill import run_backfill
+    from jobs.backfill.job import run_backfill
 
     landing = config.landing_dir("events")
     day1, day2 = landing / "date=2024-01-01" / "a.json", landing / "date=2024-01-02" / "b.json"

@@ -1,7 +1,7 @@
 """`runoff bronze` end to end on generated landing files, against tests/expected.py.
 
 Each test lands a few small files (with malformed and blank lines), runs the job through
-`jobs.bronze.run` on the shared SparkSession (or the CLI where the test is about the CLI), then
+`jobs.bronze.job.run` on the shared SparkSession (or the CLI where the test is about the CLI), then
 reads the Delta tables with delta-rs and compares them with the landing files' own lines.
 """
 
@@ -26,8 +26,8 @@ from core.config import RunoffConfig
 from core.errors import RunoffError
 from delta_tables.arrow import read_arrow
 from delta_tables.ops import read_runs
-from jobs import cli
-from jobs.bronze import BronzeOptions, archive_dir, landing_dirs, run
+from jobs.cli import main as cli
+from jobs.bronze.job import BronzeOptions, archive_dir, landing_dirs, run
 from jobs.samples import generate_dataset
 from tests import expected
 from tests.conftest import REPO_ROOT
@@ -315,7 +315,7 @@ def test_checkpoint_of_another_table_or_deleted_checkpoint_is_refused(
 
 
 def test_archive_keeps_the_landing_layout(config: RunoffConfig) -> None:
-    """Backfill finds archived files under the same `date=...` folders (see jobs/bronze.py)."""
+    """Backfill finds archived files under the same `date=...` folders (see jobs/bronze/job.py)."""
     landing, archived = landing_dirs(config, "events")
     assert archived == archive_dir(config, "events")
     assert archived.parts[-2:] == landing.parts[-2:]

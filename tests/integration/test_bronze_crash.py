@@ -32,7 +32,7 @@ import pytest
 
 from core.config import RunoffConfig
 from delta_tables.ops import read_runs
-from jobs.bronze import landing_dirs
+from jobs.bronze.job import landing_dirs
 from tests import expected
 from tests.conftest import REPO_ROOT
 from tests.integration.test_bronze import assert_tables_hold_exactly, land

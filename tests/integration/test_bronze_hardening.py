@@ -18,9 +18,9 @@ import pytest
 from core.config import RunoffConfig
 from core.errors import RunoffError
 from delta_tables.ops import read_runs
-from jobs import cli
-from jobs.bronze import BronzeOptions, landing_dirs, run
-from jobs.checkpoint_checks import read_query_id
+from jobs.cli import main as cli
+from jobs.bronze.job import BronzeOptions, landing_dirs, run
+from jobs.checkpoints.guard import read_query_id
 from jobs.samples import generate_dataset
 from tests import expected
 from tests.conftest import take_output
@@ -249,8 +249,8 @@ def test_a_full_disk_ends_with_one_line_naming_it(
     """A real `java.io.IOException: No space left on device` from the JVM, raised inside a
     micro-batch of a real query and through the CLI. Simulated: the JVM writes to /dev/full (a
     device that is always full), not to a full runoff home."""
-    import jobs.bronze
-    from jobs.streaming import BatchFunction, run_query
+    import jobs.bronze.job
+    from jobs.streaming.query import BatchFunction, run_query
 
     def write_to_a_full_device() -> None:
         spark._jvm.java.io.FileOutputStream("/dev/full").write(65)
@@ -283,7 +283,7 @@ def test_a_full_disk_ends_with_one_line_naming_it(
         write_to_a_full_device()
         return 0
 
-    monkeypatch.setattr(jobs.bronze, "cmd_bronze", bronze_on_a_full_disk)
+    monkeypatch.setattr(jobs.bronze.job, "cmd_bronze", bronze_on_a_full_disk)
     assert cli.main(["--home", str(config.home), "bronze", "events"]) == 1
     assert capsys.readouterr().err == (
         "runoff: error: no space left on device (the error names no file; --verbose shows "

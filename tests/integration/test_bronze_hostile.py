@@ -23,8 +23,8 @@ import pytest
 
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
-from jobs.bronze import ERR_TOO_LONG, MAX_LINE_BYTES, run
-from jobs.report import write_report
+from jobs.bronze.job import ERR_TOO_LONG, MAX_LINE_BYTES, run
+from jobs.report.build import write_report
 from jobs.silver import run_silver
 from tests import expected
 from tests.unit.test_bronze_transform import HOSTILE_EVENTS

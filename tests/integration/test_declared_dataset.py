@@ -21,7 +21,7 @@ import pytest
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
 from delta_tables.ops import read_runs
-from jobs import cli
+from jobs.cli import main as cli
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -433,7 +433,7 @@ def test_fail_stops_the_run_naming_the_new_fields_and_keeps_the_checkpoint(
 def test_demo_skips_a_declared_dataset_with_nothing_landed(
     spark: SparkSession, orders_config: RunoffConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from jobs.demo import demo_sizes, run_demo
+    from jobs.samples.demo import demo_sizes, run_demo
 
     assert demo_sizes("orders") is None  # no generator: users bring their own files
     assert run_demo(spark, orders_config, datasets=("orders",)) == []

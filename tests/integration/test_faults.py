@@ -73,7 +73,7 @@ def row_key(row: dict[str, Any]) -> str:
 
 
 def cli(home: Path, *args: str) -> int:
-    from jobs.cli import main
+    from jobs.cli.main import main
 
     return main(["--home", str(home), *args])
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from core.config import RunoffConfig
-from jobs.cli import main
+from jobs.cli.main import main
 from quality import runner
 from quality.history import read_results
 from quality.runner import results_path, validate_dataset

@@ -186,7 +186,7 @@ def test_a_crash_between_the_gate_and_the_commit_loses_and_duplicates_nothing(
     home: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import jobs.bronze
+    import jobs.bronze.job
     import jobs.silver
 
     lines = order_lines(0, 20, START)
@@ -197,7 +197,7 @@ def test_a_crash_between_the_gate_and_the_commit_loses_and_duplicates_nothing(
         raise RuntimeError("the machine went away")
 
     with monkeypatch.context() as patch:  # the gate passed; the commit never happens
-        patch.setattr(jobs.bronze, "append", crash)
+        patch.setattr(jobs.bronze.job, "append", crash)
         assert runoff("bronze", "orders") == 1
     assert published(orders_config)["bronze_orders commits"] == before["bronze_orders commits"]
     assert runoff("bronze", "orders") == 0

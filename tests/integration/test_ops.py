@@ -23,9 +23,9 @@ from core.locking import checkpoint_lock, lock_path
 from delta_tables.arrow import read_arrow
 from delta_tables.ops import append_run, read_runs
 from delta_tables.writes import table_version
-from jobs.bronze import archive_dir
-from jobs.cli import main
-from jobs.maintain import format_bytes
+from jobs.bronze.job import archive_dir
+from jobs.cli.main import main
+from jobs.ops.maintain import format_bytes
 from jobs.samples import generate_dataset
 from tests import expected
 

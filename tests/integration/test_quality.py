@@ -17,7 +17,7 @@ from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
 from delta_tables.catalog import Catalog
 from delta_tables.ops import read_runs
-from jobs.cli import main
+from jobs.cli.main import main
 from quality.history import read_results
 from quality.runner import ValidationReport, results_path, validate_dataset
 from quality.suites import dataset_tables

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from jobs.cli import main
+from jobs.cli.main import main
 from tests import expected
 from tests.conftest import REPO_ROOT
 

@@ -22,8 +22,8 @@ from core.errors import ConfigError
 from core.specs import Rule
 from delta_tables.catalog import Catalog
 from delta_tables.schemas import BRONZE_METADATA, QUARANTINE_SCHEMA
-from jobs import bronze
-from jobs.bronze import (
+from jobs.bronze import job as bronze
+from jobs.bronze.job import (
     EARLIEST,
     ERR_EVENT_TIME,
     ERR_JSON,
@@ -46,7 +46,7 @@ from jobs.bronze import (
     quarantine_rows,
     unrepresentable,
 )
-from jobs.dataset import Dataset, compile_dataset
+from jobs.streaming.dataset import Dataset, compile_dataset
 from jobs.samples import spec_for
 from tests import expected
 from tests.seeds import seed, seed_spec

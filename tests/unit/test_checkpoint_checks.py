@@ -18,8 +18,8 @@ import pytest
 
 from core.config import RunoffConfig
 from core.errors import RunoffError
-from jobs import cli
-from jobs.checkpoint_checks import (
+from jobs.cli import main as cli
+from jobs.checkpoints.guard import (
     CorruptFile,
     batch_record,
     corrupt_file,
@@ -28,8 +28,8 @@ from jobs.checkpoint_checks import (
     progress_problem,
     record_batch,
 )
-from jobs.failures import explain
-from jobs.landing_changes import (
+from jobs.streaming.failures import explain
+from jobs.checkpoints.landing_changes import (
     check_landing,
     covers,
     folder_day,
@@ -254,12 +254,12 @@ def test_a_full_disk_is_named_wherever_it_hides() -> None:
 def test_the_cli_prints_the_full_disk_line(
     monkeypatch: pytest.MonkeyPatch, config: RunoffConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import jobs.status
+    import jobs.ops.status
 
     def full(_config: RunoffConfig, _args: object) -> int:
         raise FakeJavaError("An error occurred while calling o977.parquet.", JAVA_ENOSPC)
 
-    monkeypatch.setattr(jobs.status, "cmd_status", full)
+    monkeypatch.setattr(jobs.ops.status, "cmd_status", full)
     config.home.mkdir(exist_ok=True)
     assert cli.main(["--home", str(config.home), "status", "events"]) == 1
     assert capsys.readouterr().err == (

@@ -1,6 +1,6 @@
 """The `runoff` command line: exit codes and one clear line on stderr for every failure.
 
-Driven through `jobs.cli.main([...])` with `--home <tmp>`; the `generate` command stands in for
+Driven through `jobs.cli.main.main([...])` with `--home <tmp>`; the `generate` command stands in for
 the rest (no Spark), and `status` (Spark-free) shows which datasets the catalog found
 (`--datasets DIR`, `RUNOFF_DATASETS`).
 """
@@ -23,8 +23,9 @@ import pytest
 from core import console as console_module
 from core.config import RunoffConfig
 from core.errors import ConfigError, LockHeldError, RunoffError
-from jobs import cli, interrupts
-from jobs.cli import main
+from jobs.cli import main as cli
+from jobs.streaming import interrupts
+from jobs.cli.main import main
 from tests import expected
 
 UNKNOWN_DATASET = (
@@ -226,7 +227,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_every_option_of_every_command_has_help() -> None:
-    from jobs.cli import build_parser
+    from jobs.cli.main import build_parser
 
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

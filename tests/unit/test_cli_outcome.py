@@ -16,8 +16,8 @@ import pytest
 
 from core.config import RunoffConfig
 from core.errors import RunoffError
-from jobs import cli
-from jobs.cli import main
+from jobs.cli import main as cli
+from jobs.cli.main import main
 from quality import runner
 from quality.runner import ExpectationOutcome, TableOutcome, ValidationReport
 

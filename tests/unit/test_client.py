@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from core.errors import ConfigError
-from jobs import cli, client
+from jobs.cli import client
+from jobs.cli import main as cli
 
 
 class FakeServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

@@ -331,7 +331,7 @@ def test_spark_connection_resolves_to_the_compose_master(
 
     hook = SparkSubmitHook(conn_id="spark_default")
 
-    command = hook._build_spark_submit_command("jobs/submit.py")
+    command = hook._build_spark_submit_command("jobs/cli/submit.py")
     assert command[:3] == ["spark-submit", "--master", MASTER_URL]
 
 

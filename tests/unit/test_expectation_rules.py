@@ -10,7 +10,7 @@ import pytest
 
 from core.errors import ConfigError
 from core.specs import Expectation
-from jobs.dataset import expectation_rule, sql_literal
+from jobs.streaming.dataset import expectation_rule, sql_literal
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

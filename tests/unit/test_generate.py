@@ -29,8 +29,8 @@ from core.config import RunoffConfig
 from core.errors import ConfigError, RunoffError
 from core.specs import interval_seconds
 from delta_tables.catalog import Catalog
-from jobs.cli import main
-from jobs.generate import GeneratedFile, GeneratorSpec, PlannedFile, write_files
+from jobs.cli.main import main
+from jobs.samples.generator import GeneratedFile, GeneratorSpec, PlannedFile, write_files
 from jobs.samples import GENERATORS, generate, generate_dataset, spec_for
 from jobs.samples.activity import GT_LABELS, PHONES
 from jobs.samples.sensors import SIGNAL_RANGES

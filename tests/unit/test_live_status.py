@@ -1,4 +1,4 @@
-"""`core.console.live_status` and `jobs.streaming.CurrentBatch`: the live status line.
+"""`core.console.live_status` and `jobs.streaming.query.CurrentBatch`: the live status line.
 
 Off a terminal the display writes nothing and never asks for its text: the plain lines only. On
 a (fake) terminal it draws its line, `say()` prints above it, and it is erased when the block
@@ -15,7 +15,7 @@ import pytest
 
 from core import console as console_module
 from core.console import live_status, say
-from jobs.streaming import CurrentBatch
+from jobs.streaming.query import CurrentBatch
 from tests.terminal import screen_lines
 
 # Variables that would make rich decide the terminal question itself.

@@ -309,7 +309,7 @@ def test_a_declared_dataset_gets_derived_and_declared_expectations(
     }
     assert {"id", "ts", "category", "event_time"} <= not_null
     assert "kind" not in not_null
-    # severity quarantine: a bronze row rule (jobs.dataset), not a gate expectation
+    # severity quarantine: a bronze row rule (jobs.streaming.dataset), not a gate expectation
     assert "expect_column_values_to_match_regex" not in {c.type for c in bronze}
 
     quarantine = rows_configs(tables["quarantine_mine"])

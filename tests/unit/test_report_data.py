@@ -1,5 +1,5 @@
-"""The pure parts of `runoff report`: shaping (`jobs.report_data`), checked against independent
-computations, and the page's links (`jobs.report_page.href`)."""
+"""The pure parts of `runoff report`: shaping (`jobs.report.data`), checked against independent
+computations, and the page's links (`jobs.report.page.href`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from core.specs import SilverSpec
-from jobs.report_charts import line_chart, line_segments
-from jobs.report_data import (
+from jobs.report.charts import line_chart, line_segments
+from jobs.report.data import (
     NO_REASON,
     break_at_gaps,
     docs_run_name,
@@ -35,7 +35,7 @@ from jobs.report_data import (
     window_series,
     window_step,
 )
-from jobs.report_page import href
+from jobs.report.page import href
 
 T0 = pd.Timestamp("2024-01-01 00:00")
 MINUTE = pd.Timedelta(minutes=1)
@@ -341,7 +341,7 @@ def test_suites_by_run_keeps_the_newest_runs() -> None:
 def test_labels_from_the_data_are_text_not_math() -> None:
     """A key value such as `$\\foo$` is drawn as those characters; matplotlib's math parser
     would fail the whole report on it."""
-    from jobs.report_charts import _new_figure, figure_svg
+    from jobs.report.charts import _new_figure, figure_svg
 
     figure = _new_figure()
     axes = figure.add_subplot()

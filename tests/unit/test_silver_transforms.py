@@ -21,7 +21,7 @@ import pytest
 
 from core.errors import ConfigError
 from core.specs import SilverSpec
-from jobs.dataset import Dataset, SilverAggregate, compile_dataset
+from jobs.streaming.dataset import Dataset, SilverAggregate, compile_dataset
 from tests.seeds import SEED_NAMES, seed, seed_spec
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import ConfigError
-from jobs.cli import main
+from jobs.cli.main import main
 from jobs.spark import JARS_DIR, delta_jars, get_spark
 
 MISSING = (

@@ -22,8 +22,8 @@ from deltalake import DeltaTable, write_deltalake
 from core.config import RunoffConfig
 from core.ledger import RunRecord
 from delta_tables.ops import append_run
-from jobs.cli import main
-from jobs.status import (
+from jobs.cli.main import main
+from jobs.ops.status import (
     RUN_KEYS,
     collect_status,
     dataset_tables,
@@ -284,7 +284,7 @@ def test_status_never_imports_spark(config: RunoffConfig) -> None:
     build_home(config)
     code = (
         "import sys\n"
-        "from jobs.cli import main\n"
+        "from jobs.cli.main import main\n"
         f"rc = main(['--home', {str(config.home)!r}, 'status', 'events', '--json'])\n"
         "assert rc == 0\n"
         "assert not [m for m in sys.modules if m.startswith('pyspark')], 'pyspark imported'\n"

@@ -136,7 +136,7 @@ def run_maintain(
     report: Callable[[str], None] = say,
 ) -> list[TableMaintenance]:
     """Maintain every table of `dataset` and the run ledger; one ledger row."""
-    from jobs.streaming import recorded_run
+    from jobs.streaming.query import recorded_run
 
     catalog = Catalog.load(config)
     tables = list(catalog.tables(dataset))

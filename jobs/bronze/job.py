@@ -17,7 +17,7 @@ Output:
 Blank lines (empty or whitespace only) are neither. For every landing file:
 bronze rows + quarantined rows = its non-blank lines.
 
-A line is a valid record (the landing line contract of `jobs/generate.py`) when it is at most
+A line is a valid record (the landing line contract of `jobs/samples/generator.py`) when it is at most
 `MAX_LINE_BYTES` long, valid UTF-8, one strict JSON object (RFC 8259: no NaN/Infinity, single
 quotes, comments or unquoted names; nothing but whitespace after it; no `\\u` escape of half a
 surrogate pair), every field of the spec's schema present has its JSON type (integer for long, a
@@ -52,7 +52,7 @@ wait in landing for the next run that finds new files (they are never ingested t
 checkpoint lists them). `restore_archive()` moves everything back for a full refresh
 (`runoff reset --layer bronze`). A landing path is ingested once: re-deliveries need new names; a
 file changed after ingestion (appended to, or replaced under its name) is reported by every run
-with the `runoff backfill` that re-reads it (`jobs.landing_changes`), never silently skipped.
+with the `runoff backfill` that re-reads it (`jobs.checkpoints.landing_changes`), never silently skipped.
 Files are never too old to be picked up (`maxFileAge` is set to 100 years: Spark's default
 would silently skip a file landed with a modification time a week older than the newest).
 """
@@ -93,11 +93,11 @@ from core.specs import interval_seconds
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.schemas import QUARANTINE_SCHEMA
 from delta_tables.writes import already_committed, append, table_version
-from jobs.check import ensure_resolves
-from jobs.checkpoint_checks import record_batch
-from jobs.dataset import Dataset, load_dataset
-from jobs.landing_changes import check_landing, record_states, report_lines
-from jobs.streaming import (
+from jobs.ops.check import ensure_resolves
+from jobs.checkpoints.guard import record_batch
+from jobs.streaming.dataset import Dataset, load_dataset
+from jobs.checkpoints.landing_changes import check_landing, record_states, report_lines
+from jobs.streaming.query import (
     BatchFunction,
     BatchProgress,
     RunProgress,

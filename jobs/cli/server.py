@@ -1,9 +1,9 @@
 """`runoff serve`: one long-lived Spark driver that runs the CLI's Spark commands for clients.
 
 Input: requests on a Unix socket (`--socket`, default `<home>/run/runoff.sock`) from `runoff`
-clients that have `RUNOFF_SERVER` set (`jobs.client`), e.g. Airflow's tasks under `make airflow`.
+clients that have `RUNOFF_SERVER` set (`jobs.cli.client`), e.g. Airflow's tasks under `make airflow`.
 Output: each command run in this process, with this process's SparkSession, exactly as the CLI
-runs it locally (`jobs.cli.main`), its output relayed to the client as it is printed. Commands
+runs it locally (`jobs.cli.main.main`), its output relayed to the client as it is printed. Commands
 run one at a time; each borrows the client's `RUNOFF_*` variables, working directory and
 terminal for its run. Design, protocol and limits: docs/server.md.
 """
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from core.config import RunoffConfig
 from core.console import console, say
 from core.errors import ConfigError, LockHeldError
-from jobs import interrupts
-from jobs.client import SERVER_ENV, address, frames, send
+from jobs.streaming import interrupts
+from jobs.cli.client import SERVER_ENV, address, frames, send
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Imported before the first request, so that the first command is as quick as the next ones.
-WARM_MODULES = ("jobs.bronze", "jobs.silver", "jobs.backfill", "quality.runner", "quality.gate")
+WARM_MODULES = ("jobs.bronze.job", "jobs.silver", "jobs.backfill.job", "quality.runner", "quality.gate")
 
 
 def default_socket(config: RunoffConfig) -> Path:
@@ -123,7 +123,7 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     # -- one command ---------------------------------------------------------------------------
     def cancel(self, command: Command, signum: int) -> None:
         """Stop `command` as `signum` stops a local run: the signal is delivered to the CLI
-        (`jobs.interrupts`, which the command's streaming loops check), then its streaming
+        (`jobs.streaming.interrupts`, which the command's streaming loops check), then its streaming
         queries and Spark jobs are stopped so that it gets to see it."""
         command.signals.append(signum)
         if not command.running or self.spark is None:
@@ -137,7 +137,7 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def execute(self, command: Command, request: Mapping[str, Any], sock: socket.socket) -> int:
         """Run the request's CLI command in this thread, as its client would have run it."""
-        from jobs.cli import main
+        from jobs.cli.main import main
 
         terminal = bool(request.get("terminal"))
         with (
@@ -278,7 +278,7 @@ def restored_session_conf(spark: SparkSession | None) -> Iterator[None]:
 # -- the command -------------------------------------------------------------------------------
 def prepare_socket(path: Path) -> None:
     """Refuse when a server already listens at `path`; remove a socket left by a dead one."""
-    from jobs.client import connect
+    from jobs.cli.client import connect
 
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,12 +27,12 @@ from core.config import Location, RunoffConfig
 from core.console import console, say
 from core.errors import RunoffError
 from delta_tables.catalog import Catalog
-from jobs.report import TableInfo, table_info, write_report
+from jobs.report.build import TableInfo, table_info, write_report
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from jobs.pipeline import PipelineResult
+    from jobs.ops.pipeline import PipelineResult
 
 DEMO_SEED = 0
 
@@ -95,7 +95,7 @@ def generate_if_new(
 
     Returns (files already there, files generated, records generated).
     """
-    from jobs.bronze import landing_dirs
+    from jobs.bronze.job import landing_dirs
     from jobs.samples import generate_dataset, summary_line
 
     landing, archive = landing_dirs(config, dataset)
@@ -126,7 +126,7 @@ def run_demo(
     report: Callable[[str], None] = say,
 ) -> list[DatasetOutcome]:
     """Generate (if new), run and report every dataset on `spark`; failures do not stop the rest."""
-    from jobs.pipeline import run_pipeline
+    from jobs.ops.pipeline import run_pipeline
 
     if datasets is None:
         datasets = Catalog.load(config).names

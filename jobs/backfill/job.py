@@ -5,7 +5,7 @@ naive = UTC; `Z` and offsets are converted to UTC); an empty or negative interva
 
 Input: the landing files of the interval's days, i.e. every file below `date=D/` for each UTC day
 D that [start, end) overlaps, found both in the landing folder and in the bronze archive (files
-the bronze stream has ingested are moved there, `jobs.bronze.landing_dirs`); when both hold the
+the bronze stream has ingested are moved there, `jobs.bronze.job.landing_dirs`); when both hold the
 same file name the landing copy (the newer delivery) wins. A file the stream has not ingested yet
 (pending in landing) is read only when the interval covers its whole day; on a day the interval
 covers partly it is left to the stream, which ingests all of its records at once (a backfill
@@ -19,7 +19,7 @@ let the stream ingest that hour a second time). Output: one commit per table tha
   are left as bronze has them (those dated outside the files' own days are counted in the
   output; the generator never writes such records, a file never spans midnight);
 - quarantine: each row belongs to exactly one interval, the one holding its *event key*: the
-  event time `jobs.bronze.parse_lines` finds in its `_raw` (re-parsed, for the table's rows as
+  event time `jobs.bronze.job.parse_lines` finds in its `_raw` (re-parsed, for the table's rows as
   for the new ones, so both agree), else (unparseable JSON, no event time, ...) midnight UTC of
   its file's `date=D/` folder. The interval's rows from its folders are replaced by the files'
   malformed lines keyed in the interval (one `replaceWhere` on those files' `_source_file`;
@@ -73,12 +73,12 @@ from core.errors import ConfigError, RunoffError
 from core.ledger import RunRecord
 from core.locking import checkpoint_lock
 from delta_tables.writes import table_version
-from jobs.status import bronze_checkpoint, ingested_files, is_data_file, last_batch_id
+from jobs.ops.status import bronze_checkpoint, ingested_files, is_data_file, last_batch_id
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from jobs.dataset import Dataset, SilverAggregate
+    from jobs.streaming.dataset import Dataset, SilverAggregate
     from quality.gate import Gate
 
 LAYER = "backfill"
@@ -272,7 +272,7 @@ def folder_midnight(source_file: Column, landing_dir: Location) -> Column:
 def with_event_key(rows: DataFrame, dataset: Dataset, landing_dir: Location) -> DataFrame:
     """Quarantine rows with `EVENT_KEY`: the moment whose interval the row belongs to.
 
-    The event time `jobs.bronze.parse_lines` finds when it parses the row's `_raw` again (as
+    The event time `jobs.bronze.job.parse_lines` finds when it parses the row's `_raw` again (as
     the line of its `_source_file`), else midnight UTC of the file's `date=D/` folder. A
     function of (`_raw`, `_source_file`) only, so a row of the table and the same line read
     again by a backfill always get the same key: each distinct pair is parsed once and joined
@@ -280,7 +280,7 @@ def with_event_key(rows: DataFrame, dataset: Dataset, landing_dir: Location) -> 
     """
     from pyspark.sql import functions as F
 
-    from jobs.bronze import parse_lines
+    from jobs.bronze.job import parse_lines
 
     lines = rows.select(F.col("_raw").alias("value"), F.col("_source_file")).distinct()
     # `_raw` is valid UTF-8 (bronze replaced invalid bytes), so parse_lines gives it back as is.
@@ -400,14 +400,14 @@ class IntervalFile:
 @dataclass(frozen=True)
 class Folders:
     """Where a dataset's landing files are: not ingested yet, and archived
-    (`jobs.bronze.landing_dirs`; looked up once per run, it loads the catalog)."""
+    (`jobs.bronze.job.landing_dirs`; looked up once per run, it loads the catalog)."""
 
     landing: Location
     archive: Location
 
     @classmethod
     def of(cls, config: RunoffConfig, dataset: str) -> Folders:
-        from jobs.bronze import landing_dirs
+        from jobs.bronze.job import landing_dirs
 
         return cls(*landing_dirs(config, dataset))
 
@@ -455,7 +455,7 @@ def strip_segments_pattern(segments: int) -> str:
 def read_interval_lines(
     spark: SparkSession, folders: Folders, files: Sequence[IntervalFile]
 ) -> DataFrame:
-    """The lines of `files` as `jobs.bronze.RAW_SCHEMA`, `_source_file` = the landing URI.
+    """The lines of `files` as `jobs.bronze.job.RAW_SCHEMA`, `_source_file` = the landing URI.
 
     Spark gives an archived file the URI of its archive path, which is the archive root followed
     by the landing path: dropping the archive root's segments gives exactly the URI the stream
@@ -463,7 +463,7 @@ def read_interval_lines(
     """
     from pyspark.sql import functions as F
 
-    from jobs.bronze import RAW_SCHEMA
+    from jobs.bronze.job import RAW_SCHEMA
 
     def lines(paths: list[str]) -> DataFrame:
         return (
@@ -640,8 +640,8 @@ def run_backfill(
 ) -> BackfillResult:
     """Re-run the interval: bronze, quarantine, silver; one ledger row. See the module doc."""
     from delta_tables.catalog import Catalog
-    from jobs.dataset import load_dataset
-    from jobs.streaming import recorded_run
+    from jobs.streaming.dataset import load_dataset
+    from jobs.streaming.query import recorded_run
     from quality.gate import Gate, say_problems
     from quality.gate import record_run as record_checks
     from quality.suites import dataset_tables
@@ -702,7 +702,7 @@ def _backfill(
     neither checked nor written (nothing of it is published anew)."""
     from pyspark.sql import functions as F
 
-    from jobs.bronze import good_rows, parse_lines, quarantine_rows
+    from jobs.bronze.job import good_rows, parse_lines, quarantine_rows
 
     name, record = dataset.name, result.record
     folders = Folders.of(config, name)

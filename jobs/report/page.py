@@ -1,6 +1,6 @@
 """The page of `runoff report`: `ReportData` and its charts rendered with Jinja2 (autoescaped).
 
-The template is `jobs/templates/report.html.j2`; this module turns the data into the rows of the
+The template is `jobs/report/templates/report.html.j2`; this module turns the data into the rows of the
 page's tables (runs, validate runs with their Data Docs pages, the quality gate, the quarantine's
 reasons) and links Data Docs pages relative to the report's folder, so that the home can move.
 """
@@ -18,7 +18,7 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from jobs.report_charts import (
+from jobs.report.charts import (
     Chart,
     quality_charts,
     run_charts,
@@ -26,7 +26,7 @@ from jobs.report_charts import (
     utc_text,
     validations,
 )
-from jobs.report_data import LAST_RUNS_SHOWN, DocsPage, ReportData, gate_totals
+from jobs.report.data import LAST_RUNS_SHOWN, DocsPage, ReportData, gate_totals
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TEMPLATE = "report.html.j2"

@@ -3,8 +3,8 @@
 Input: the dataset's spec, its tables (read with delta-rs, no Spark), the run ledger, the
 quality results history and the Data Docs site. Output: `<home>/reports/<dataset>.html`, inline
 CSS and SVG only, with relative links to the Data Docs pages. The work is split by what changes
-together: `jobs.report_data` reads and shapes, `jobs.report_charts` draws (matplotlib),
-`jobs.report_page` renders the page (Jinja2, `jobs/templates/report.html.j2`).
+together: `jobs.report.data` reads and shapes, `jobs.report.charts` draws (matplotlib),
+`jobs.report.page` renders the page (Jinja2, `jobs/report/templates/report.html.j2`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import argparse
 from pathlib import Path
 
 from core.config import RunoffConfig
-from jobs.report_data import TableInfo, load_report_data, report_path, table_info
-from jobs.report_page import render_report
+from jobs.report.data import TableInfo, load_report_data, report_path, table_info
+from jobs.report.page import render_report
 
 
 def write_report(config: RunoffConfig, dataset: str) -> Path:

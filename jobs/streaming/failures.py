@@ -12,11 +12,11 @@ their causes, py4j's Java stack trace) and recognizes:
 - a Delta table whose newest commit file was deleted but not its checksum file (delta-rs
   refuses to open it): what to put back or delete;
 - a checkpoint Spark cannot read: a truncated or corrupt log file (found by
-  `jobs.checkpoint_checks.corrupt_file`, or named by a checksum error) with what to do about it,
+  `jobs.checkpoints.guard.corrupt_file`, or named by a checksum error) with what to do about it,
   else, when Spark's message is one of its log-reading errors, the checkpoint and the reset.
 
-The CLI (`jobs.cli._report`), the streaming jobs (`jobs.streaming.run_query`, silver's
-`await_query`) and the ledger's error column (`jobs.streaming.first_line`) use it.
+The CLI (`jobs.cli.main._report`), the streaming jobs (`jobs.streaming.query.run_query`, silver's
+`await_query`) and the ledger's error column (`jobs.streaming.query.first_line`) use it.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def checkpoint_line(
 ) -> str | None:
     """A corrupt file of `checkpoint` (found, or named by a checksum error), else Spark's
     log-reading error with the reset; None if `text` shows neither."""
-    from jobs.checkpoint_checks import CorruptFile, corrupt_file, corrupt_message
+    from jobs.checkpoints.guard import CorruptFile, corrupt_file, corrupt_message
 
     reset = reset_command or "runoff reset <dataset> --layer <layer> --yes"
     corrupt = corrupt_file(checkpoint)
@@ -164,7 +164,7 @@ def held_batch(checkpoint: Location, tables: Mapping[str, Location] | None) -> i
     `UNKNOWN_BATCH` (as if the tables held every batch) without tables or when the query id or
     a table's log cannot be read."""
     from delta_tables.writes import app_transactions
-    from jobs.checkpoint_checks import UNKNOWN_BATCH, read_query_id
+    from jobs.checkpoints.guard import UNKNOWN_BATCH, read_query_id
 
     if not tables:
         return UNKNOWN_BATCH

@@ -11,8 +11,8 @@ Layers:
   silver checkpoint records offsets into bronze (table version, file index); once bronze is
   rebuilt from version 0 those offsets point at versions that mean something else, so the silver
   streams would silently skip or re-read data. The command says so in its output. The landing
-  files the bronze stream had archived (`jobs.bronze.archive_dir`) are moved back into the
-  landing folder (`jobs.bronze.restore_archive`), so that the next run ingests every file again
+  files the bronze stream had archived (`jobs.bronze.job.archive_dir`) are moved back into the
+  landing folder (`jobs.bronze.job.restore_archive`), so that the next run ingests every file again
   (a file delivered again since, already back in landing, wins over its archived copy).
 
 Refuses without `--yes` (one line, exit 1). Holds the checkpoint locks of everything it deletes
@@ -31,7 +31,7 @@ from core.console import say
 from core.errors import RunoffError
 from core.locking import checkpoint_lock
 from delta_tables.catalog import Table
-from jobs.status import dataset_tables
+from jobs.ops.status import dataset_tables
 
 
 def layers_to_reset(layer: str) -> tuple[str, ...]:
@@ -101,7 +101,7 @@ def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
                 say(f"deleted checkpoint {checkpoint}")
         if "bronze" in layers_to_reset(layer):
             # Ingested files sit in the bronze archive: the rebuild must find them in landing.
-            from jobs.bronze import landing_dir, restore_archive
+            from jobs.bronze.job import landing_dir, restore_archive
 
             restored = record.files = restore_archive(config, dataset)
             say(f"moved {restored} archived files back to {landing_dir(config, dataset)}")

@@ -1,4 +1,4 @@
-"""The application `spark-submit` runs: `spark-submit jobs/submit.py [--home H] <command> ...`.
+"""The application `spark-submit` runs: `spark-submit jobs/cli/submit.py [--home H] <command> ...`.
 
 Input: the `runoff` CLI arguments. Output: the command's exit code. `get_spark()` uses
 `getOrCreate`, so the job picks up the session (master, conf) spark-submit prepared. Airflow's
@@ -17,6 +17,6 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     sys.path.insert(0, str(here.parent))
 
-    from jobs.cli import main
+    from jobs.cli.main import main
 
     sys.exit(main(sys.argv[1:]))

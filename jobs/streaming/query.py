@@ -38,14 +38,14 @@ from core.errors import ConfigError, RunoffError
 from core.ledger import RunRecord
 from delta_tables.ops import append_run
 from delta_tables.writes import app_transactions
-from jobs import interrupts
-from jobs.checkpoint_checks import (
+from jobs.streaming import interrupts
+from jobs.checkpoints.guard import (
     corrupt_file,
     corrupt_message,
     progress_problem,
     read_query_id,
 )
-from jobs.failures import explain
+from jobs.streaming.failures import explain
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -301,7 +301,7 @@ def _version(version: int) -> str:
 
 # -- the ledger ---------------------------------------------------------------------------
 def first_line(exc: BaseException) -> str:
-    """The line that says what went wrong: a known cause's message (`jobs.failures`), else the
+    """The line that says what went wrong: a known cause's message (`jobs.streaming.failures`), else the
     exception's first line."""
     known = None if isinstance(exc, RunoffError) else explain(exc)
     if known:
@@ -373,7 +373,7 @@ def run_query(
     """Start `writer` with `function` as foreachBatch, wait for the run to end, return it.
 
     A failure inside a batch is re-raised as the original exception (RunoffErrors keep their
-    message; others become a RunoffError naming the batch); a known cause (`jobs.failures`: a
+    message; others become a RunoffError naming the batch); a known cause (`jobs.streaming.failures`: a
     full disk, a checkpoint Spark cannot read) becomes its one line, naming `tables` (what the
     query writes) and `reset_command` where they help; an interrupt stops the query.
     """

@@ -24,7 +24,8 @@ from typing import Any, NoReturn
 
 from core.config import RunoffConfig
 from core.errors import ConfigError, RunoffError
-from jobs import interrupts, logs
+from jobs.cli import logs
+from jobs.streaming import interrupts
 
 Handler = Callable[[RunoffConfig, argparse.Namespace], int]
 
@@ -208,39 +209,39 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 
 COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
     "check": (
-        "jobs.check",
+        "jobs.ops.check",
         "dry run: check every dataset spec (SQL resolved by Spark, no data read), print the plan",
         _no_args,
     ),
     "generate": ("jobs.samples", "write sample landing files for a dataset", _generate_args),
     "bronze": (
-        "jobs.bronze",
+        "jobs.bronze.job",
         "ingest new landing files into bronze (and quarantine)",
         _bronze_args,
     ),
     "silver": ("jobs.silver", "update the silver aggregates from bronze", _silver_args),
     "validate": ("quality.runner", "check tables with Great Expectations", _validate_args),
-    "run": ("jobs.pipeline", "bronze, silver and validate in one go", _dataset_only),
+    "run": ("jobs.ops.pipeline", "bronze, silver and validate in one go", _dataset_only),
     "backfill": (
-        "jobs.backfill",
+        "jobs.backfill.job",
         "idempotent re-run of the interval [start, end): dates or ISO times",
         _backfill_args,
     ),
     "status": (
-        "jobs.status",
+        "jobs.ops.status",
         "table versions, row counts, checkpoints and last runs",
         _status_args,
     ),
     "maintain": (
-        "jobs.maintain",
+        "jobs.ops.maintain",
         "compact, checkpoint and vacuum every table; prune old quality results",
         _dataset_only,
     ),
-    "reset": ("jobs.reset", "full refresh: delete a layer's tables and checkpoints", _reset_args),
-    "report": ("jobs.report", "write a self-contained HTML report with charts", _dataset_only),
-    "demo": ("jobs.demo", "sample data for every dataset, full run, summary", _no_args),
+    "reset": ("jobs.ops.reset", "full refresh: delete a layer's tables and checkpoints", _reset_args),
+    "report": ("jobs.report.build", "write a self-contained HTML report with charts", _dataset_only),
+    "demo": ("jobs.samples.demo", "sample data for every dataset, full run, summary", _no_args),
     "serve": (
-        "jobs.server",
+        "jobs.cli.server",
         "keep one Spark driver warm and run the Spark commands of clients that set RUNOFF_SERVER",
         _serve_args,
     ),
@@ -341,7 +342,7 @@ def handler_for(command: str) -> Handler:
 
 def server_socket(args: argparse.Namespace, env: Mapping[str, str]) -> Path | None:
     """The server to run this command in (`--server`, else `RUNOFF_SERVER`), if any."""
-    from jobs.client import SERVER_ENV
+    from jobs.cli.client import SERVER_ENV
 
     raw = args.server or env.get(SERVER_ENV)
     if not raw or args.command not in SERVED_COMMANDS:
@@ -356,7 +357,7 @@ def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
     args = parser.parse_args(argv)
     server = None if served else server_socket(args, os.environ)
     if server is not None:
-        from jobs.client import run_remote
+        from jobs.cli.client import run_remote
 
         try:
             return run_remote(server, argv)
@@ -451,7 +452,7 @@ def _report(
         traceback.print_exception(exc)
     if isinstance(exc, RunoffError):
         return _say(f"runoff: error: {exc}", exc.exit_code)
-    from jobs.failures import explain  # a full disk, named, rather than py4j's first line
+    from jobs.streaming.failures import explain  # a full disk, named, rather than py4j's first line
 
     known = explain(exc)
     if known:

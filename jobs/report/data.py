@@ -448,7 +448,7 @@ def read_quarantine_reasons(path: Location) -> pd.DataFrame | None:
 
 def load_report_data(config: RunoffConfig, dataset: str) -> ReportData:
     """Read what the report of `dataset` shows from the home directory (no Spark)."""
-    from jobs.status import freshness_facts, spec_key
+    from jobs.ops.status import freshness_facts, spec_key
 
     catalog = Catalog.load(config)
     spec = catalog.spec(dataset)

@@ -1,7 +1,7 @@
 """Checks of a streaming checkpoint against its own files and against the tables it writes.
 
-Used by `jobs.streaming.guard_checkpoint` before a bronze or silver run starts Spark, and by the
-failure mapping of `jobs.failures` after a query failed. Spark-free, reads small files only.
+Used by `jobs.streaming.query.guard_checkpoint` before a bronze or silver run starts Spark, and by the
+failure mapping of `jobs.streaming.failures` after a query failed. Spark-free, reads small files only.
 
 - `record_batch(checkpoint, batch_id, held)`: called inside `foreachBatch` once a micro-batch's
   writes are done (before Spark's commit log records the batch): which tables hold the batch's

@@ -5,7 +5,7 @@ checkpoints, its landing folder and the run ledger. Output: one row per table (D
 exact row count, data files, last committed micro-batch of the checkpoint that writes it, newest
 event time, time of the last commit), the landing files not yet ingested (and the oldest of them
 by modification time), the ingested files changed since with the backfill that re-reads each
-(`jobs.landing_changes`; read-only here: nothing is recorded), and the last runs; a rich table
+(`jobs.checkpoints.landing_changes`; read-only here: nothing is recorded), and the last runs; a rich table
 for people or, with `--json`, one JSON document whose keys are stable (absent tables report
 `null` versions and counts; times are ISO-8601 UTC strings or `null`).
 
@@ -38,7 +38,7 @@ from urllib.parse import unquote, urlparse
 
 from core.config import Location, RunoffConfig, real_name
 from delta_tables.catalog import Catalog, Table
-from jobs.landing_changes import check_landing
+from jobs.checkpoints.landing_changes import check_landing
 
 RUNS_SHOWN = 5
 RUN_KEYS = (

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from core.specs import SilverSpec
-from jobs.report_data import (
+from jobs.report.data import (
     TOP_BARS,
     ReportData,
     axis_columns,

@@ -24,7 +24,7 @@ from core.console import console, say
 from core.errors import ConfigError
 from core.specs import DatasetSpec
 from delta_tables.catalog import Catalog
-from jobs.dataset import Dataset, SilverAggregate, compile_dataset, selected
+from jobs.streaming.dataset import Dataset, SilverAggregate, compile_dataset, selected
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
