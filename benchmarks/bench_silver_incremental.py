@@ -146,9 +146,9 @@ def main() -> dict[str, Any]:
     from benchmarks.result import load_average, metric, write_result
     from core.config import RunoffConfig
     from delta_tables.catalog import Catalog, ensure_table
-    from jobs.streaming.dataset import load_dataset
     from jobs.silver import run_silver
     from jobs.spark import get_spark
+    from jobs.streaming.dataset import load_dataset
 
     load_before = load_average()
     started_all = time.perf_counter()

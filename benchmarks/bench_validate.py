@@ -90,8 +90,8 @@ def serve_writes(home: Path) -> None:
     <count>` line on stdin append those versions and answer the seconds it took."""
     from core.config import RunoffConfig
     from delta_tables.catalog import Catalog, ensure_table
-    from jobs.streaming.dataset import load_dataset
     from jobs.spark import get_spark
+    from jobs.streaming.dataset import load_dataset
 
     # Answers go to the original stdout; anything else written there (the JVM inherits the
     # descriptor) goes to stderr instead.

@@ -65,9 +65,8 @@ from core.ledger import RunRecord
 from core.locking import checkpoint_lock
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.writes import already_committed, is_delta_table, merge, table_version
-from jobs.streaming import interrupts
-from jobs.ops.check import ensure_resolves
 from jobs.checkpoints.guard import record_batch
+from jobs.streaming import interrupts
 from jobs.streaming.dataset import SilverAggregate, load_dataset
 from jobs.streaming.failures import explain
 from jobs.streaming.query import (
@@ -78,6 +77,7 @@ from jobs.streaming.query import (
     read_query_id,
     recorded_run,
 )
+from jobs.streaming.resolve import ensure_resolves
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -237,8 +237,16 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] 
         "compact, checkpoint and vacuum every table; prune old quality results",
         _dataset_only,
     ),
-    "reset": ("jobs.ops.reset", "full refresh: delete a layer's tables and checkpoints", _reset_args),
-    "report": ("jobs.report.build", "write a self-contained HTML report with charts", _dataset_only),
+    "reset": (
+        "jobs.ops.reset",
+        "full refresh: delete a layer's tables and checkpoints",
+        _reset_args,
+    ),
+    "report": (
+        "jobs.report.build",
+        "write a self-contained HTML report with charts",
+        _dataset_only,
+    ),
     "demo": ("jobs.samples.demo", "sample data for every dataset, full run, summary", _no_args),
     "serve": (
         "jobs.cli.server",

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from core.config import RunoffConfig
 from core.console import console, say
 from core.errors import ConfigError, LockHeldError
-from jobs.streaming import interrupts
 from jobs.cli.client import SERVER_ENV, address, frames, send
+from jobs.streaming import interrupts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,7 +38,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Imported before the first request, so that the first command is as quick as the next ones.
-WARM_MODULES = ("jobs.bronze.job", "jobs.silver", "jobs.backfill.job", "quality.runner", "quality.gate")
+WARM_MODULES = (
+    "jobs.bronze.job",
+    "jobs.silver",
+    "jobs.backfill.job",
+    "quality.runner",
+    "quality.gate",
+)
 
 
 def default_socket(config: RunoffConfig) -> Path:

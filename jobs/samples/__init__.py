@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import Location
 from core.errors import ConfigError
-from jobs.samples.generator import GeneratedFile, GeneratorSpec
 from jobs.samples import activity, events, lines, sensors
+from jobs.samples.generator import GeneratedFile, GeneratorSpec
 
 if TYPE_CHECKING:
     from core.config import RunoffConfig

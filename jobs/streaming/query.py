@@ -38,13 +38,13 @@ from core.errors import ConfigError, RunoffError
 from core.ledger import RunRecord
 from delta_tables.ops import append_run
 from delta_tables.writes import app_transactions
-from jobs.streaming import interrupts
 from jobs.checkpoints.guard import (
     corrupt_file,
     corrupt_message,
     progress_problem,
     read_query_id,
 )
+from jobs.streaming import interrupts
 from jobs.streaming.failures import explain
 
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ from core.config import RunoffConfig
 from core.errors import RunoffError
 from delta_tables.arrow import read_arrow
 from delta_tables.ops import read_runs
-from jobs.cli import main as cli
 from jobs.bronze.job import BronzeOptions, archive_dir, landing_dirs, run
+from jobs.cli import main as cli
 from jobs.samples import generate_dataset
 from tests import expected
 from tests.conftest import REPO_ROOT

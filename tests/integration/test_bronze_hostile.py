@@ -23,7 +23,8 @@ import pytest
 
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
-from jobs.bronze.job import ERR_TOO_LONG, MAX_LINE_BYTES, run
+from jobs.bronze.job import run
+from jobs.bronze.parse import ERR_TOO_LONG, MAX_LINE_BYTES
 from jobs.report.build import write_report
 from jobs.silver import run_silver
 from tests import expected

@@ -20,7 +20,7 @@ import pytest
 
 from core.config import RunoffConfig
 from core.errors import ConfigError
-from jobs.backfill.job import (
+from jobs.backfill.interval import (
     Interval,
     IntervalFile,
     bronze_predicate,
@@ -295,7 +295,7 @@ def test_quarantine_predicate_quotes_file_names(spark: Any) -> None:
 def test_event_key_places_every_quarantine_row_in_one_interval(spark: Any) -> None:
     """The key restated: the event time of a line that has one, else its folder's midnight."""
     from delta_tables.schemas import QUARANTINE_SCHEMA
-    from jobs.backfill.job import EVENT_KEY, with_event_key
+    from jobs.backfill.interval import EVENT_KEY, with_event_key
     from tests.seeds import seed
 
     landing = Path("/h/landing/events")
@@ -371,7 +371,7 @@ def events_bronze(spark: Any, moments: list[datetime], source: str) -> Any:
 
 @pytest.mark.spark
 def test_recompute_windows_equals_expected_for_every_overlapping_window(spark: Any) -> None:
-    from jobs.backfill.job import recompute_windows
+    from jobs.backfill.interval import recompute_windows
     from tests.seeds import seed
 
     moments = [
@@ -414,7 +414,7 @@ def test_recompute_windows_equals_expected_for_every_overlapping_window(spark: A
 def test_bronze_slice_keeps_late_rows_from_other_days(spark: Any) -> None:
     from pyspark.sql import functions as F
 
-    from jobs.backfill.job import bronze_slice, diff_slices
+    from jobs.backfill.interval import bronze_slice, diff_slices
 
     landing = Path("/h/landing/events")
     in_folder = "file:///h/landing/events/date=2024-01-01/a.json"
@@ -439,7 +439,7 @@ def test_bronze_slice_keeps_late_rows_from_other_days(spark: Any) -> None:
 
 @pytest.mark.spark
 def test_bronze_slice_of_an_hour_replaces_only_that_hour(spark: Any) -> None:
-    from jobs.backfill.job import bronze_slice
+    from jobs.backfill.interval import bronze_slice
 
     landing = Path("/h/landing/events")
     day2 = "file:///h/landing/events/date=2024-01-02/a.json"

@@ -23,7 +23,8 @@ from core.specs import Rule
 from delta_tables.catalog import Catalog
 from delta_tables.schemas import BRONZE_METADATA, QUARANTINE_SCHEMA
 from jobs.bronze import job as bronze
-from jobs.bronze.job import (
+from jobs.bronze.job import BronzeOptions, archive_dir
+from jobs.bronze.parse import (
     EARLIEST,
     ERR_EVENT_TIME,
     ERR_JSON,
@@ -37,8 +38,6 @@ from jobs.bronze.job import (
     ERR_UTF8,
     LATEST,
     MAX_LINE_BYTES,
-    BronzeOptions,
-    archive_dir,
     count_lines,
     event_time_bounds,
     good_rows,
@@ -46,8 +45,8 @@ from jobs.bronze.job import (
     quarantine_rows,
     unrepresentable,
 )
-from jobs.streaming.dataset import Dataset, compile_dataset
 from jobs.samples import spec_for
+from jobs.streaming.dataset import Dataset, compile_dataset
 from tests import expected
 from tests.seeds import seed, seed_spec
 

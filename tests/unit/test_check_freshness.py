@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.specs import load_spec
-from jobs.ops.check import TablePlan, _check_expectations, _Resolver
+from jobs.streaming.resolve import TablePlan, _check_expectations, _Resolver
 
 SPEC = """\
 name: shop

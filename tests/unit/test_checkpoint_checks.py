@@ -18,7 +18,6 @@ import pytest
 
 from core.config import RunoffConfig
 from core.errors import RunoffError
-from jobs.cli import main as cli
 from jobs.checkpoints.guard import (
     CorruptFile,
     batch_record,
@@ -28,7 +27,6 @@ from jobs.checkpoints.guard import (
     progress_problem,
     record_batch,
 )
-from jobs.streaming.failures import explain
 from jobs.checkpoints.landing_changes import (
     check_landing,
     covers,
@@ -36,6 +34,8 @@ from jobs.checkpoints.landing_changes import (
     read_states,
     record_states,
 )
+from jobs.cli import main as cli
+from jobs.streaming.failures import explain
 
 RESET = "runoff reset events --layer bronze --yes"
 OFFSETS = 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n{"logOffset":0}'

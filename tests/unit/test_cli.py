@@ -24,8 +24,8 @@ from core import console as console_module
 from core.config import RunoffConfig
 from core.errors import ConfigError, LockHeldError, RunoffError
 from jobs.cli import main as cli
-from jobs.streaming import interrupts
 from jobs.cli.main import main
+from jobs.streaming import interrupts
 from tests import expected
 
 UNKNOWN_DATASET = (

@@ -30,9 +30,9 @@ from core.errors import ConfigError, RunoffError
 from core.specs import interval_seconds
 from delta_tables.catalog import Catalog
 from jobs.cli.main import main
-from jobs.samples.generator import GeneratedFile, GeneratorSpec, PlannedFile, write_files
 from jobs.samples import GENERATORS, generate, generate_dataset, spec_for
 from jobs.samples.activity import GT_LABELS, PHONES
+from jobs.samples.generator import GeneratedFile, GeneratorSpec, PlannedFile, write_files
 from jobs.samples.sensors import SIGNAL_RANGES
 from tests import expected
 from tests.seeds import SEED_NAMES, seed, seed_spec
