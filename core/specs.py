@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -31,8 +32,16 @@ SPEC_SUFFIXES = (".yaml", ".yml")
 Severity = Literal["warning", "quarantine", "critical"]
 SchemaEvolution = Literal["rescue", "add_columns", "fail"]
 
-_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
-_INTERVAL = re.compile(r"^(\d+) (second|minute|hour|day|week)s?$")
+# Durations ("10 minutes"): what Spark's window() and withWatermark() take, in the forms runoff
+# accepts everywhere (spec keys, flags, backfill windows).
+_DURATION = re.compile(r"\s*(\d+)\s+(second|minute|hour|day|week)s?\s*")
+_UNITS = {
+    "second": timedelta(seconds=1),
+    "minute": timedelta(minutes=1),
+    "hour": timedelta(hours=1),
+    "day": timedelta(days=1),
+    "week": timedelta(weeks=1),
+}
 # Columns bronze adds to every row, and columns silver derives: a record may not use them.
 BRONZE_METADATA_COLUMNS = (
     "event_time",
@@ -74,14 +83,20 @@ NEWEST_EVENT_COLUMNS = {"bronze": "event_time", "quarantine": "_ingested_at"}
 SILVER_NEWEST_EVENT_COLUMN = "window_end"
 
 
-def interval_seconds(text: str) -> int:
-    """ "10 minutes" -> 600: the forms a spec may use (`<n> second|minute|hour|day|week[s]`)."""
-    match = _INTERVAL.match(text.strip())
+def parse_duration(text: str) -> timedelta:
+    """ "10 minutes" -> timedelta(minutes=10): `<n> second|minute|hour|day|week[s]`, the one
+    parser of durations (spec keys, `--watermark`, backfill windows)."""
+    match = _DURATION.fullmatch(text)
     if not match:
         raise ConfigError(
             f"interval {text!r} is not of the form '<n> seconds|minutes|hours|days|weeks'"
         )
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def interval_seconds(text: str) -> int:
+    """ "10 minutes" -> 600 (`parse_duration` in whole seconds)."""
+    return int(parse_duration(text).total_seconds())
 
 
 class SpecError(ConfigError):

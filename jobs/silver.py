@@ -78,6 +78,7 @@ from jobs.streaming.query import (
     recorded_run,
 )
 from jobs.streaming.resolve import ensure_resolves
+from jobs.streaming.sql import quote, sql_timestamp
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -107,16 +108,6 @@ class SilverOptions:
             watermark=getattr(args, "watermark", None),
             max_files_per_trigger=getattr(args, "max_files_per_trigger", None),
         )
-
-
-def quote(column: str) -> str:
-    """A Spark SQL identifier."""
-    return "`" + column.replace("`", "``") + "`"
-
-
-def sql_timestamp(value: datetime) -> str:
-    """A Spark SQL timestamp literal (the session time zone is UTC)."""
-    return f"TIMESTAMP'{value.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
 
 
 def merge_predicate(

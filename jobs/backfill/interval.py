@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 
 from core.config import Location, RunoffConfig, real_name
 from core.errors import ConfigError
+from core.specs import parse_duration
 from jobs.ops.status import is_data_file
+from jobs.streaming.sql import sql_timestamp
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -28,14 +30,6 @@ if TYPE_CHECKING:
 BRONZE_RUN_COLUMNS = ("_ingested_at", "_batch_id")
 QUARANTINE_RUN_COLUMNS = ("_ingested_at", "_batch_id", "ingest_date")
 FLOAT_DECIMALS = 9
-_DURATION = re.compile(r"\s*(\d+)\s+(second|minute|hour|day|week)s?\s*")
-_UNITS = {
-    "second": timedelta(seconds=1),
-    "minute": timedelta(minutes=1),
-    "hour": timedelta(hours=1),
-    "day": timedelta(days=1),
-    "week": timedelta(weeks=1),
-}
 
 
 # -- the interval (pure) --------------------------------------------------------------------
@@ -100,19 +94,6 @@ class Interval:
         return f"[{start}, {end})"
 
 
-def parse_duration(text: str) -> timedelta:
-    """`"10 minutes"` -> timedelta(minutes=10) (the Spark interval strings of the datasets)."""
-    match = _DURATION.fullmatch(text)
-    if not match:
-        raise ConfigError(f"window {text!r} is not a duration like '10 minutes' or '1 hour'")
-    return int(match.group(1)) * _UNITS[match.group(2)]
-
-
-def _sql_time(moment: datetime) -> str:
-    """A Spark SQL timestamp literal of the instant, whatever the session's time zone."""
-    return f"TIMESTAMP '{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S.%f}+00:00'"
-
-
 def _sql_day(day: date) -> str:
     return f"DATE '{day.isoformat()}'"
 
@@ -123,13 +104,13 @@ def bronze_predicate(interval: Interval) -> str:
     days = interval.days
     return (
         f"event_date >= {_sql_day(days[0])} AND event_date <= {_sql_day(days[-1])} AND "
-        f"event_time >= {_sql_time(interval.start)} AND event_time < {_sql_time(interval.end)}"
+        f"event_time >= {sql_timestamp(interval.start)} AND event_time < {sql_timestamp(interval.end)}"
     )
 
 
 def window_predicate(interval: Interval) -> str:
     """The silver windows that overlap the interval (`replaceWhere`)."""
-    return f"window_end > {_sql_time(interval.start)} AND window_start < {_sql_time(interval.end)}"
+    return f"window_end > {sql_timestamp(interval.start)} AND window_start < {sql_timestamp(interval.end)}"
 
 
 def window_input_range(interval: Interval, window: timedelta) -> tuple[datetime, datetime]:

@@ -74,12 +74,14 @@ def iso_datetime(text: str) -> datetime:
 
 def duration(text: str) -> str:
     """A Spark interval such as "1 hour" or "10 minutes"."""
-    import re
+    from core.specs import parse_duration
 
-    if not re.fullmatch(r"\s*\d+\s+(second|minute|hour|day|week)s?\s*", text):
+    try:
+        parse_duration(text)
+    except ConfigError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a duration like '10 minutes' or '1 hour'"
-        )
+        ) from None
     return text.strip()
 
 

@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -23,6 +23,7 @@ from pyspark.sql.types import StructField, StructType
 from core.errors import ConfigError
 from core.specs import WINDOW_DATE, DatasetSpec, Expectation, Rule, SilverSpec
 from delta_tables.schemas import BRONZE_METADATA, RESCUED_DATA
+from jobs.streaming.sql import sql_literal
 
 if TYPE_CHECKING:
     from delta_tables.catalog import Catalog
@@ -35,17 +36,6 @@ def _spark() -> SparkSession:
     if spark is None:
         raise RuntimeError("a SparkSession must be running to build a dataset's columns")
     return spark
-
-
-def sql_literal(value: Any) -> str:
-    """A YAML scalar as a Spark SQL literal (strings quoted and escaped)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    raise ConfigError(f"{value!r} cannot be used in a row rule")
 
 
 def expectation_rule(expectation: Expectation) -> Rule:

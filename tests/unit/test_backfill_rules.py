@@ -20,13 +20,13 @@ import pytest
 
 from core.config import RunoffConfig
 from core.errors import ConfigError
+from core.specs import parse_duration
 from jobs.backfill.interval import (
     Interval,
     IntervalFile,
     bronze_predicate,
     files_to_read,
     folder_day_pattern,
-    parse_duration,
     quarantine_predicate,
     strip_segments_pattern,
     window_input_range,
@@ -168,7 +168,7 @@ def test_parse_duration() -> None:
     assert parse_duration("10 minutes") == timedelta(minutes=10)
     assert parse_duration(" 5 seconds ") == timedelta(seconds=5)
     assert parse_duration("2 days") == timedelta(days=2)
-    with pytest.raises(ConfigError, match=r"^window '1h' is not a duration like"):
+    with pytest.raises(ConfigError, match=r"^interval '1h' is not of the form"):
         parse_duration("1h")
 
 

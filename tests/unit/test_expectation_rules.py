@@ -10,7 +10,8 @@ import pytest
 
 from core.errors import ConfigError
 from core.specs import Expectation
-from jobs.streaming.dataset import expectation_rule, sql_literal
+from jobs.streaming.dataset import expectation_rule
+from jobs.streaming.sql import sql_literal
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

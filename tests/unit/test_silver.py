@@ -87,8 +87,8 @@ def test_merge_predicate_quotes_keys_and_bounds_the_target_window() -> None:
     assert merge_predicate(("window_start", "window_end", "deviceId"), (low, high)) == (
         "t.`window_start` = s.`window_start` AND t.`window_end` = s.`window_end` AND "
         "t.`deviceId` = s.`deviceId` AND "
-        "t.`window_start` >= TIMESTAMP'2024-01-01 00:00:00.000000' AND "
-        "t.`window_start` <= TIMESTAMP'2024-01-01 02:00:00.000000'"
+        "t.`window_start` >= TIMESTAMP '2024-01-01 00:00:00.000000+00:00' AND "
+        "t.`window_start` <= TIMESTAMP '2024-01-01 02:00:00.000000+00:00'"
     )
 
 
