@@ -14,7 +14,7 @@ events` process (a fresh interpreter and JVM, as an Airflow task runs it) with
    Python in chunks: `{"time": <epoch s>, "action": "Open"|"Close"}` lines, one UTC day), then
    one bronze run;
 3. `SMALL_REPETITIONS` small increments: one `SMALL_ROWS`-row file each, then one bronze run.
-For every run: the ledger row (`delta_tables.ops.read_runs`): status, `seconds`, rows, batches,
+For every run: the ledger row (`delta_tables.ledger.read_runs`): status, `seconds`, rows, batches,
 `gate_seconds`, each expectation's evaluated/failed counts; the process's wall time; the driver
 JVM's `-Xmx` (read from its command line while it runs: proof that spark.driver.memory applied)
 and its peak resident memory and peak heap use (`jstat -gc`, when available). After the large
@@ -259,7 +259,7 @@ def bronze(home: Path, label: str, log: Path) -> dict[str, Any]:
 def last_run(home: Path, seen: int) -> dict[str, Any]:
     """The ledger row the run just added (there must be exactly one more than `seen`)."""
     from core.config import RunoffConfig
-    from delta_tables.ops import read_runs
+    from delta_tables.ledger import read_runs
 
     config = RunoffConfig.from_sources(home=home, env={})
     runs = [r for r in read_runs(config.runs_path, DATASET) if r["layer"] == "bronze"]

@@ -19,7 +19,7 @@ run, the bronze table must hold exactly the generated records (counted with delt
 benchmark fails.
 
 Reported, medians, S3 vs local and cluster vs local[2], no targets:
-- the bronze run's seconds from the run ledger (`delta_tables.ops.read_runs`): lock to ledger
+- the bronze run's seconds from the run ledger (`delta_tables.ledger.read_runs`): lock to ledger
   row, which includes the SparkSession start (the CLI builds it inside the run; on the cluster
   also the executor's launch), not the interpreter's start and imports;
 - the micro-batches' seconds (the CLI's `bronze events batch N: ..., S s` lines): the ingest
@@ -150,7 +150,7 @@ def run_bronze(setup: str, rep: int, source: Path) -> dict[str, Any]:
     the bronze table's row count, which must equal the generated records."""
     from core.config import RunoffConfig
     from delta_tables.arrow import count_rows
-    from delta_tables.ops import read_runs
+    from delta_tables.ledger import read_runs
 
     root = WORK / f"{setup}-{rep}"
     shutil.rmtree(root, ignore_errors=True)

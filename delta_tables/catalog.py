@@ -63,7 +63,7 @@ class Table:
         if self.name == "runs":
             from pyspark.sql.pandas.types import from_arrow_schema
 
-            from core.ledger import RUNS_SCHEMA
+            from delta_tables.ledger import RUNS_SCHEMA
 
             return from_arrow_schema(RUNS_SCHEMA)
         return None

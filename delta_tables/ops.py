@@ -18,14 +18,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from core.config import Location
-from core.ledger import RUN_KEY, RUNS_SCHEMA, RunRecord
 from core.locking import blocking_lock, local_lock_file
 from delta_tables.arrow import equals, read_arrow
 from delta_tables.writes import is_delta_table
@@ -145,15 +143,3 @@ def _read_committed(
 
 def schema_of(schema: pa.Schema, names: Sequence[str]) -> pa.Schema:
     return pa.schema([schema.field(name) for name in names])
-
-
-def append_run(runs_path: Location, record: RunRecord) -> None:
-    """Append one run to the ledger (creating the table on first use)."""
-    append_rows(runs_path, pa.Table.from_pylist([record.to_row()], schema=RUNS_SCHEMA), RUN_KEY)
-
-
-def read_runs(runs_path: Location, dataset: str | None = None) -> list[dict[str, Any]]:
-    """All ledger rows (optionally of one dataset), oldest first."""
-    equal = {"dataset": dataset} if dataset is not None else None
-    rows: list[dict[str, Any]] = read_rows(runs_path, RUNS_SCHEMA, RUN_KEY, equal=equal).to_pylist()
-    return sorted(rows, key=lambda r: r["started_at"])

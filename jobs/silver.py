@@ -58,24 +58,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from core import interrupts
 from core.config import Location, RunoffConfig
 from core.console import live_status, say
 from core.errors import RunoffError
-from core.ledger import RunRecord
 from core.locking import checkpoint_lock
 from delta_tables.catalog import Catalog, ensure_table
+from delta_tables.ledger import RunRecord, recorded_run
 from delta_tables.writes import already_committed, is_delta_table, merge, table_version
 from jobs.checkpoints.guard import record_batch
-from jobs.streaming import interrupts
 from jobs.streaming.dataset import SilverAggregate, load_dataset
-from jobs.streaming.failures import explain
 from jobs.streaming.query import (
     BatchFunction,
     CurrentBatch,
     first_line,
     guard_checkpoint,
+    raise_failure,
     read_query_id,
-    recorded_run,
 )
 from jobs.streaming.resolve import ensure_resolves
 from jobs.streaming.sql import quote, sql_timestamp
@@ -400,26 +399,15 @@ def await_query(run: TableRun, report: Callable[[str], None]) -> None:
         query.awaitTermination()  # returns at once, or raises the query's failure
     except StreamingQueryException as exc:
         watch(run, report)
-        cause = run.writer.function.error
-        if isinstance(cause, RunoffError):
-            raise cause from exc
-        known = explain(
-            cause or exc,
-            checkpoint=run.checkpoint,
+        raise_failure(
+            exc,
+            run.writer.function,
+            f"silver table {run.table}",
+            run.checkpoint,
             tables={run.table: run.path},
             reset_command=f"runoff reset {run.aggregate.dataset} --layer silver --yes",
-            read_checkpoint=cause is None,  # Spark failed outside the batches: its own files
+            after_batch=run.last_batch,
         )
-        if known:
-            raise RunoffError(known) from (cause or exc)
-        if cause is not None:
-            raise RunoffError(
-                f"silver table {run.table} failed in batch {run.writer.function.failed_batch}: "
-                f"{type(cause).__name__}: {first_line(cause)}"
-            ) from cause
-        raise RunoffError(
-            f"silver table {run.table} failed after batch {run.last_batch}: {first_line(exc)}"
-        ) from exc
     finally:
         if query.isActive:
             query.stop()
@@ -504,7 +492,7 @@ def run_silver(
         f"in {dataset.spec.file}, then run `runoff silver {dataset.name}` again: it reads the same "
         "bronze rows"
     )
-    with recorded_run(config.runs_path, record):
+    with recorded_run(config.runs_path, record, describe=first_line):
         record.versions_before = {table: table_version(path) for table, path in tables.items()}
         record.versions_after = dict(record.versions_before)
         with hold_locks(catalog, dataset.name):

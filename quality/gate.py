@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import Location
 from core.console import say
-from core.ledger import RunRecord
+from delta_tables.ledger import RunRecord
 from quality.runner import QualityCheckFailed, describe_expectation, describe_observed
 
 if TYPE_CHECKING:

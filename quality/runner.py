@@ -18,7 +18,6 @@ names the table, its version and the expectation); warnings are only reported.
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -31,10 +30,9 @@ import pandas as pd
 import pyarrow as pa
 
 from core.config import Location, RunoffConfig
-from core.console import console, say
+from core.console import say
 from core.errors import ConfigError, RunoffError
-from core.ledger import RunRecord
-from delta_tables.ops import append_run
+from delta_tables.ledger import RunRecord, recorded_run
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -276,6 +274,11 @@ def _layers(layers: Sequence[str]) -> tuple[str, ...]:
     return chosen
 
 
+def _error_line(exc: BaseException) -> str:
+    """A crashed validation's ledger error: the exception's type and first line."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+
 def utc_now() -> datetime:
     """The validation time (what freshness ages are measured against)."""
     return datetime.now(UTC)
@@ -306,27 +309,20 @@ def validate_dataset(
     Catalog.load(config).spec(dataset)  # unknown or refused: the error, before any work
     chosen = _layers(layers)
     record = RunRecord(dataset=dataset, layer="validate", trigger="full" if full else "incremental")
-    try:
+    with recorded_run(config.runs_path, record, describe=_error_line):
         with project_lock(config.quality_dir):
             report = _validate(config, dataset, chosen, full, record, now or utc_now())
-    except Exception as exc:
-        record.finish("failed", error=f"{type(exc).__name__}: {exc}".splitlines()[0])
-        append_run(config.runs_path, record)
-        raise
-    record.rows = sum(t.rows for t in report.tables)
-    record.details = {
-        "layers": list(chosen),
-        "passed": report.passed,
-        "critical_failures": len(report.critical_failures),
-        "warnings": len(report.warnings),
-        "tables": {t.table: t.status for t in report.tables},
-        "data_docs": str(report.data_docs_path) if report.data_docs_path else None,
-    }
-    if report.passed:
-        record.finish("success")
-    else:
-        record.finish("failed", error=report.failure_message())
-    append_run(config.runs_path, record)
+        record.rows = sum(t.rows for t in report.tables)
+        record.details = {
+            "layers": list(chosen),
+            "passed": report.passed,
+            "critical_failures": len(report.critical_failures),
+            "warnings": len(report.warnings),
+            "tables": {t.table: t.status for t in report.tables},
+            "data_docs": str(report.data_docs_path) if report.data_docs_path else None,
+        }
+        if not report.passed:
+            record.error = report.failure_message()
     return report
 
 
@@ -625,35 +621,3 @@ def _run_suites(
             )
     context.build_data_docs(resource_identifiers=identifiers)
     return outcomes
-
-
-# -- output ---------------------------------------------------------------------------------------
-def render_summary(report: ValidationReport) -> None:
-    """Print the summary table (expectation, observed, result), totals and the Data Docs path."""
-    from rich.table import Table
-
-    styles = {"FAIL": "bold red", "warn": "yellow", "skipped": "dim", "no new data": "dim"}
-    grid = Table(title=f"validate {report.dataset}", title_justify="left")
-    for column in ("table", "versions", "expectation", "severity", "observed", "result"):
-        grid.add_column(column, overflow="fold")
-    for row in report.rows:
-        grid.add_row(*row.values(), style=styles.get(row["result"], ""))
-    console.print(grid)
-    validated = [t for t in report.tables if t.status == "validated"]
-    say(
-        f"validate {report.dataset}: {len(validated)} of {len(report.tables)} tables validated, "
-        f"{len(report.expectations)} expectations, {len(report.critical_failures)} critical "
-        f"failures, {len(report.warnings)} warnings ({report.seconds:.1f}s)"
-    )
-    if report.data_docs_path is not None:
-        say(f"Data Docs: {report.data_docs_path}")
-
-
-def cmd_validate(config: RunoffConfig, args: argparse.Namespace) -> int:
-    layers = LAYERS if args.layer == "all" else (args.layer,)
-    report = validate_dataset(config, args.dataset, layers, full=bool(getattr(args, "full", False)))
-    args.summary = report.summary()  # `--outcome`: jobs.cli.main writes it next to the exit code
-    render_summary(report)
-    if not report.passed:
-        raise QualityCheckFailed(report.failure_message())
-    return 0

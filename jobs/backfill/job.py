@@ -69,8 +69,9 @@ from typing import TYPE_CHECKING
 from core.config import Location, RunoffConfig
 from core.console import say
 from core.errors import RunoffError
-from core.ledger import RunRecord
 from core.locking import checkpoint_lock
+from core.specs import parse_duration
+from delta_tables.ledger import RunRecord
 from delta_tables.writes import table_version
 from jobs.backfill.interval import (
     BRONZE_RUN_COLUMNS,
@@ -90,7 +91,6 @@ from jobs.backfill.interval import (
     in_interval_times,
     in_slice,
     interval_files,
-    parse_duration,
     quarantine_predicate,
     recompute_windows,
     strip_segments_pattern,
@@ -98,7 +98,9 @@ from jobs.backfill.interval import (
     window_predicate,
     with_event_key,
 )
-from jobs.ops.status import bronze_checkpoint, ingested_files, last_batch_id
+from jobs.checkpoints.files import ingested_files
+from jobs.checkpoints.files import last_committed as last_batch_id
+from jobs.ops.status import bronze_checkpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -300,8 +302,9 @@ def run_backfill(
 ) -> BackfillResult:
     """Re-run the interval: bronze, quarantine, silver; one ledger row. See the module doc."""
     from delta_tables.catalog import Catalog
+    from delta_tables.ledger import recorded_run
     from jobs.streaming.dataset import load_dataset
-    from jobs.streaming.query import recorded_run
+    from jobs.streaming.query import first_line
     from quality.gate import Gate, say_problems
     from quality.gate import record_run as record_checks
     from quality.suites import dataset_tables
@@ -328,7 +331,7 @@ def run_backfill(
         result.changes.append(change)
         report(change.line())
 
-    with recorded_run(config.runs_path, record):
+    with recorded_run(config.runs_path, record, describe=first_line):
         record.versions_before = {t: table_version(p) for t, p in tables.items()}
         record.versions_after = dict(record.versions_before)
         try:

@@ -47,12 +47,11 @@ would silently skip a file landed with a modification time a week older than the
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -60,9 +59,9 @@ from pyspark.sql import functions as F
 from core.config import Location, RunoffConfig
 from core.console import live_status, say
 from core.errors import ConfigError, RunoffError
-from core.ledger import RunRecord
 from core.locking import checkpoint_lock
 from delta_tables.catalog import Catalog, ensure_table
+from delta_tables.ledger import RunRecord, recorded_run
 from delta_tables.writes import already_committed, append, table_version
 from jobs.bronze.parse import (
     LineCounts,
@@ -73,6 +72,7 @@ from jobs.bronze.parse import (
     unknown_fields,
     unrepresentable,
 )
+from jobs.checkpoints.files import files_of_batch
 from jobs.checkpoints.guard import record_batch
 from jobs.checkpoints.landing_changes import check_landing, record_states, report_lines
 from jobs.streaming.dataset import Dataset, load_dataset
@@ -81,9 +81,9 @@ from jobs.streaming.query import (
     BatchProgress,
     RunProgress,
     elapsed,
+    first_line,
     guard_checkpoint,
     read_query_id,
-    recorded_run,
     run_query,
     summary_line,
 )
@@ -194,42 +194,13 @@ def read_landing(
 
 
 def batch_files(checkpoint: Location, batch_id: int) -> int | None:
-    """How many files a micro-batch read, from the checkpoint's logs; None if unreadable.
-
-    The batch's offsets (`offsets/<batch>` and the batch before) give the range of the file
-    source's own log batches it covers (`sources/0/<n>`, or a `<m>.compact` holding them): the
-    two numberings differ after a crash, when one micro-batch can span several log batches.
-    """
+    """How many files a micro-batch read, from the checkpoint's logs (`files_of_batch`); None if
+    they cannot tell."""
     try:
-        end = _source_log_offset(checkpoint / "offsets" / str(batch_id))
-        start = _source_log_offset(checkpoint / "offsets" / str(batch_id - 1)) if batch_id else -1
-        log = checkpoint / "sources" / "0"
-        compacts = sorted(
-            int(p.name.split(".")[0]) for p in log.glob("*.compact") if p.name[0].isdigit()
-        )
-        files = 0
-        for n in range(start + 1, end + 1):
-            plain = log / str(n)
-            if plain.is_file():
-                files += len(_log_entries(plain))
-                continue
-            holder = next(c for c in compacts if c >= n)
-            files += sum(e.get("batchId") == n for e in _log_entries(log / f"{holder}.compact"))
-        return files
-    except (OSError, ValueError, KeyError, TypeError, StopIteration) as exc:
+        return len(files_of_batch(checkpoint, batch_id))
+    except (OSError, ValueError) as exc:
         logger.warning("cannot count the files of batch %s in %s: %s", batch_id, checkpoint, exc)
         return None
-
-
-def _source_log_offset(offsets_file: Location) -> int:
-    """`{"logOffset": n}`: the file source's offset in a batch's offsets file (line 3)."""
-    lines = offsets_file.read_text().splitlines()
-    return int(json.loads(lines[2])["logOffset"])
-
-
-def _log_entries(path: Location) -> list[dict[str, Any]]:
-    """The JSON entries of a metadata log file (after its `v1` header line)."""
-    return [json.loads(line) for line in path.read_text().splitlines()[1:] if line.strip()]
 
 
 class BronzeBatch:
@@ -405,7 +376,7 @@ def run(
     }
     progress = RunProgress(job, record)
     with (
-        recorded_run(config.runs_path, record),
+        recorded_run(config.runs_path, record, describe=first_line),
         checkpoint_lock(checkpoint, f"runoff {job}", config.lock_path(checkpoint)),
     ):
         record.versions_before = {t: table_version(p) for t, p in tables.items()}

@@ -22,10 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
+from core import interrupts
 from core.config import RunoffConfig
 from core.errors import ConfigError, RunoffError
 from jobs.cli import logs
-from jobs.streaming import interrupts
 
 Handler = Callable[[RunoffConfig, argparse.Namespace], int]
 
@@ -222,7 +222,7 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] 
         _bronze_args,
     ),
     "silver": ("jobs.silver", "update the silver aggregates from bronze", _silver_args),
-    "validate": ("quality.runner", "check tables with Great Expectations", _validate_args),
+    "validate": ("jobs.ops.validate", "check tables with Great Expectations", _validate_args),
     "run": ("jobs.ops.pipeline", "bronze, silver and validate in one go", _dataset_only),
     "backfill": (
         "jobs.backfill.job",

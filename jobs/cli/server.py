@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core import interrupts
 from core.config import RunoffConfig
 from core.console import console, say
 from core.errors import ConfigError, LockHeldError
 from jobs.cli.client import SERVER_ENV, address, frames, send
-from jobs.streaming import interrupts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -129,7 +129,7 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     # -- one command ---------------------------------------------------------------------------
     def cancel(self, command: Command, signum: int) -> None:
         """Stop `command` as `signum` stops a local run: the signal is delivered to the CLI
-        (`jobs.streaming.interrupts`, which the command's streaming loops check), then its streaming
+        (`core.interrupts`, which the command's streaming loops check), then its streaming
         queries and Spark jobs are stopped so that it gets to see it."""
         command.signals.append(signum)
         if not command.running or self.spark is None:

@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING
 
 from core.config import Location, RunoffConfig
 from core.console import say
-from core.ledger import RunRecord
 from core.locking import checkpoint_lock
 from delta_tables.catalog import Catalog, Table
+from delta_tables.ledger import RunRecord
 from quality.retention import prune_validation_results
 
 if TYPE_CHECKING:
@@ -136,7 +136,8 @@ def run_maintain(
     report: Callable[[str], None] = say,
 ) -> list[TableMaintenance]:
     """Maintain every table of `dataset` and the run ledger; one ledger row."""
-    from jobs.streaming.query import recorded_run
+    from delta_tables.ledger import recorded_run
+    from jobs.streaming.query import first_line
 
     catalog = Catalog.load(config)
     tables = list(catalog.tables(dataset))
@@ -144,7 +145,7 @@ def run_maintain(
     record = RunRecord(dataset=dataset, layer="maintain", trigger="manual")
     results: list[TableMaintenance] = []
     with (
-        recorded_run(config.runs_path, record),
+        recorded_run(config.runs_path, record, describe=first_line),
         hold_locks(config, tables, f"runoff maintain {dataset}"),
     ):
         if spark is None:

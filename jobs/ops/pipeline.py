@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from core.config import RunoffConfig
 from core.console import say
-from core.ledger import RunRecord
+from delta_tables.ledger import RunRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,8 +44,9 @@ def run_pipeline(
     """Bronze, then silver, then validate `dataset` on `spark`."""
     from jobs.bronze.job import BronzeOptions
     from jobs.bronze.job import run as run_bronze
+    from jobs.ops.validate import render_summary
     from jobs.silver import run_silver
-    from quality.runner import render_summary, validate_dataset
+    from quality.runner import validate_dataset
 
     started = time.perf_counter()
     bronze = run_bronze(spark, config, dataset, BronzeOptions())  # prints its own summary

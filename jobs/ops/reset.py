@@ -62,8 +62,8 @@ def reset_targets(
 
 
 def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
-    from core.ledger import RunRecord
-    from delta_tables.ops import append_run
+    from delta_tables.ledger import RunRecord, recorded_run
+    from jobs.streaming.query import first_line
 
     dataset: str = args.dataset
     layer: str = args.layer
@@ -81,7 +81,7 @@ def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
         )
     record = RunRecord(dataset=dataset, layer="reset", trigger=layer)
     deleted: list[str] = []
-    with ExitStack() as locks:
+    with recorded_run(config.runs_path, record, describe=first_line), ExitStack() as locks:
         for checkpoint in checkpoints:
             locks.enter_context(
                 checkpoint_lock(
@@ -105,9 +105,8 @@ def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
 
             restored = record.files = restore_archive(config, dataset)
             say(f"moved {restored} archived files back to {landing_dir(config, dataset)}")
-    record.versions_after = {t.name: -1 for t in tables}
-    record.details = {"layers": list(layers_to_reset(layer)), "deleted": deleted}
-    append_run(config.runs_path, record.finish())
+        record.versions_after = {t.name: -1 for t in tables}
+        record.details = {"layers": list(layers_to_reset(layer)), "deleted": deleted}
     say(
         f"reset {dataset} ({', '.join(layers_to_reset(layer))}): {len(deleted)} paths deleted; "
         "the next run rebuilds them from the landing files with a new streaming query id"

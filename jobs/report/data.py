@@ -19,10 +19,9 @@ from typing import Any
 import pandas as pd
 
 from core.config import Location, RunoffConfig
-from core.ledger import RUNS_SCHEMA
 from core.specs import SilverSpec, interval_seconds
 from delta_tables.catalog import Catalog
-from delta_tables.ops import read_runs
+from delta_tables.ledger import RUNS_SCHEMA, read_runs
 
 MAX_LINES = 8  # key combinations drawn per line chart (the largest totals)
 LAST_RUNS_SHOWN = 15  # runs, and validate runs, listed on the page (with their Data Docs pages)

@@ -14,8 +14,8 @@ API (small on purpose):
 - `BatchProgress` + `batch_line()` and `summary_line()`: the progress line printed per
   micro-batch and the closing line of a run; `CurrentBatch`: the micro-batch under way, for the
   live status line on a terminal (`core.console.live_status`).
-- `recorded_run(runs_path, record)`: a context manager that appends the run (failed ones too) to
-  the run ledger `delta/ops/runs`.
+- `first_line(exc)`: what the ledger's `recorded_run` records as the error of a failed run
+  (a known cause named, `jobs.streaming.failures`).
 - `BatchFunction` + `run_query(...)`: wrap a `foreachBatch` function so that a failure inside a
   batch reaches the caller as the original exception (not pages of JVM text).
 """
@@ -24,19 +24,18 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
+from core import interrupts
 from core.config import Location, write_whole
 from core.console import say
 from core.errors import ConfigError, RunoffError
-from core.ledger import RunRecord
-from delta_tables.ops import append_run
+from delta_tables import ledger
+from delta_tables.ledger import RunRecord
 from delta_tables.writes import app_transactions
 from jobs.checkpoints.guard import (
     corrupt_file,
@@ -44,7 +43,6 @@ from jobs.checkpoints.guard import (
     progress_problem,
     read_query_id,
 )
-from jobs.streaming import interrupts
 from jobs.streaming.failures import explain
 
 if TYPE_CHECKING:
@@ -301,44 +299,10 @@ def _version(version: int) -> str:
 
 # -- the ledger ---------------------------------------------------------------------------
 def first_line(exc: BaseException) -> str:
-    """The line that says what went wrong: a known cause's message (`jobs.streaming.failures`), else the
-    exception's first line."""
+    """The line that says what went wrong: a known cause's message (`jobs.streaming.failures`),
+    else the exception's first line (`delta_tables.ledger.first_line`)."""
     known = None if isinstance(exc, RunoffError) else explain(exc)
-    if known:
-        return known
-    text = str(getattr(exc, "desc", None) or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-@contextmanager
-def recorded_run(runs_path: Location, record: RunRecord) -> Iterator[RunRecord]:
-    """Append `record` to the run ledger when the block ends, as success or failure.
-
-    A failure is recorded with its first line as `error` and then re-raised; a failure to
-    write the ledger row of a failed run is logged, never hides the run's own error.
-    """
-    try:
-        yield record
-    except BaseException as exc:
-        if interrupts.received():
-            record.finish("interrupted", "terminated by SIGTERM")
-        elif isinstance(exc, KeyboardInterrupt) or interrupts.received(signal.SIGINT):
-            record.finish("interrupted", "interrupted (Ctrl-C)")
-        else:
-            record.finish("failed", first_line(exc))
-        try:
-            append_run(runs_path, record)
-        except Exception as ledger_error:  # the run's own error is the one to raise
-            logger.warning(
-                "could not record the failed run %s in %s: %s",
-                record.run_id,
-                runs_path,
-                first_line(ledger_error),
-                exc_info=logger.isEnabledFor(logging.DEBUG),
-            )
-        raise
-    record.finish("success")
-    append_run(runs_path, record)
+    return known or ledger.first_line(exc)
 
 
 # -- running a foreachBatch query ---------------------------------------------------------
@@ -391,28 +355,50 @@ def run_query(
         query.awaitTermination()
         interrupts.check()  # stopped by `runoff serve` for its client's signal
     except StreamingQueryException as exc:
-        cause = function.error
-        if isinstance(cause, RunoffError):
-            raise cause from exc
-        known = explain(
-            cause or exc,
-            checkpoint=checkpoint,
-            tables=tables,
-            reset_command=reset_command,
-            read_checkpoint=cause is None,  # Spark failed outside the batches: its own files
+        raise_failure(
+            exc, function, name, checkpoint, tables=tables, reset_command=reset_command
         )
-        if known:
-            raise RunoffError(known) from (cause or exc)
-        if cause is not None:
-            raise RunoffError(
-                f"{name} failed in batch {function.failed_batch}: "
-                f"{type(cause).__name__}: {first_line(cause)}"
-            ) from cause
-        raise RunoffError(f"{name} failed: {first_line(exc)}") from exc
     finally:
         if query.isActive:
             query.stop()
     return query
+
+
+def raise_failure(
+    exc: BaseException,
+    function: BatchFunction,
+    name: str,
+    checkpoint: Location,
+    *,
+    tables: Mapping[str, Location] | None = None,
+    reset_command: str | None = None,
+    after_batch: int | None = None,
+) -> NoReturn:
+    """Raise the one error of a failed streaming query (`exc`, Spark's StreamingQueryException).
+
+    The batch function's own RunoffError as it is; a known cause (`jobs.streaming.failures`)
+    as its line; a batch's other error as `<name> failed in batch N: <type>: <line>`; a failure
+    outside the batches as `<name> failed [after batch N]: <line>`.
+    """
+    cause = function.error
+    if isinstance(cause, RunoffError):
+        raise cause from exc
+    known = explain(
+        cause or exc,
+        checkpoint=checkpoint,
+        tables=tables,
+        reset_command=reset_command,
+        read_checkpoint=cause is None,  # Spark failed outside the batches: its own files
+    )
+    if known:
+        raise RunoffError(known) from (cause or exc)
+    if cause is not None:
+        raise RunoffError(
+            f"{name} failed in batch {function.failed_batch}: "
+            f"{type(cause).__name__}: {first_line(cause)}"
+        ) from cause
+    where = f" after batch {after_batch}" if after_batch is not None else ""
+    raise RunoffError(f"{name} failed{where}: {first_line(exc)}") from exc
 
 
 def elapsed(started: float) -> float:

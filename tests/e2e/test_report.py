@@ -24,10 +24,9 @@ import pytest
 from deltalake import write_deltalake
 
 from core.config import RunoffConfig
-from core.ledger import RunRecord
 from core.specs import interval_seconds
 from delta_tables.catalog import Catalog
-from delta_tables.ops import append_run
+from delta_tables.ledger import RunRecord, append_run
 from jobs.cli.main import main
 from jobs.report.build import write_report
 from jobs.report.charts import (

@@ -34,11 +34,11 @@ from deltalake import DeltaTable
 
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
-from delta_tables.ops import read_runs
+from delta_tables.ledger import read_runs
 from jobs.backfill.interval import Interval
 from jobs.bronze.job import archive_dir
+from jobs.checkpoints.files import real_path as uri_to_path
 from jobs.cli.main import main
-from jobs.ops.status import uri_to_path
 from jobs.samples import generate_dataset
 from tests import expected
 

@@ -25,7 +25,7 @@ import pytest
 from core.config import RunoffConfig
 from core.errors import RunoffError
 from delta_tables.arrow import read_arrow
-from delta_tables.ops import read_runs
+from delta_tables.ledger import read_runs
 from jobs.bronze.job import BronzeOptions, archive_dir, landing_dirs, run
 from jobs.cli import main as cli
 from jobs.samples import generate_dataset

@@ -31,7 +31,7 @@ from typing import IO
 import pytest
 
 from core.config import RunoffConfig
-from delta_tables.ops import read_runs
+from delta_tables.ledger import read_runs
 from jobs.bronze.job import landing_dirs
 from tests import expected
 from tests.conftest import REPO_ROOT

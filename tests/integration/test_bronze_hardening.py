@@ -17,9 +17,9 @@ import pytest
 
 from core.config import RunoffConfig
 from core.errors import RunoffError
-from delta_tables.ops import read_runs
+from delta_tables.ledger import read_runs
 from jobs.bronze.job import BronzeOptions, landing_dirs, run
-from jobs.checkpoints.guard import read_query_id
+from jobs.checkpoints.files import read_query_id
 from jobs.cli import main as cli
 from jobs.samples import generate_dataset
 from tests import expected

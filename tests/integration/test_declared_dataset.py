@@ -20,7 +20,7 @@ import pytest
 
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
-from delta_tables.ops import read_runs
+from delta_tables.ledger import read_runs
 from jobs.cli import main as cli
 
 if TYPE_CHECKING:

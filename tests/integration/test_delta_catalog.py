@@ -68,7 +68,7 @@ def test_ensure_table_creates_bronze_quarantine_and_the_run_ledger(
 ) -> None:
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from core.ledger import RUNS_SCHEMA
+    from delta_tables.ledger import RUNS_SCHEMA
 
     config = interval_config
     home = config.home

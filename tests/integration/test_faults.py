@@ -23,7 +23,7 @@ import pytest
 
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
-from delta_tables.ops import read_runs
+from delta_tables.ledger import read_runs
 from tests import expected
 from tests.conftest import REPO_ROOT
 from tests.dags.tables import assert_silver_matches_expected, snapshot_tables

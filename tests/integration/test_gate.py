@@ -21,7 +21,7 @@ import pytest
 
 from core.config import RunoffConfig
 from delta_tables.catalog import Catalog
-from delta_tables.ops import read_runs
+from delta_tables.ledger import read_runs
 from delta_tables.writes import table_version
 from quality.history import read_results
 from tests.integration.test_declared_dataset import (

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.config import RunoffConfig
-from delta_tables.ops import read_runs
+from delta_tables.ledger import read_runs
 from tests import expected
 from tests.conftest import REPO_ROOT
 from tests.integration.test_bronze import land

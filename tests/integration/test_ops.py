@@ -18,10 +18,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from core.config import RunoffConfig
-from core.ledger import RunRecord
 from core.locking import checkpoint_lock, lock_path
 from delta_tables.arrow import read_arrow
-from delta_tables.ops import append_run, read_runs
+from delta_tables.ledger import RunRecord, append_run, read_runs
 from delta_tables.writes import table_version
 from jobs.bronze.job import archive_dir
 from jobs.cli.main import main

@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
 from delta_tables.catalog import Catalog
-from delta_tables.ops import read_runs
+from delta_tables.ledger import read_runs
 from jobs.cli.main import main
 from quality.history import read_results
 from quality.runner import ValidationReport, results_path, validate_dataset

@@ -19,7 +19,7 @@ import pytest
 
 from core.config import RunoffConfig
 from delta_tables.catalog import Catalog
-from delta_tables.ops import read_runs
+from delta_tables.ledger import read_runs
 from jobs.cli.main import main
 from quality.retention import dataset_suites, expired_results, prune_validation_results
 from quality.runner import LAYERS, validate_dataset

@@ -20,7 +20,7 @@ import pytest
 
 from core.config import RunoffConfig
 from core.locking import checkpoint_lock
-from delta_tables.ops import read_runs
+from delta_tables.ledger import read_runs
 from jobs.ops.status import bronze_checkpoint
 from tests.conftest import REPO_ROOT
 from tests.dags.tables import assert_silver_matches_expected, snapshot_tables

@@ -29,10 +29,9 @@ from deltalake import DeltaTable, write_deltalake
 
 from core.config import RunoffConfig
 from core.errors import LockHeldError, RunoffError
-from core.ledger import RunRecord
 from core.locking import checkpoint_lock
 from delta_tables.arrow import read_arrow
-from delta_tables.ops import read_runs
+from delta_tables.ledger import RunRecord, read_runs
 from jobs.samples import generate
 from jobs.silver import SilverOptions, run_silver
 from tests import expected

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from core import console as console_module
+from core import interrupts
 from core.config import RunoffConfig
 from core.errors import ConfigError, LockHeldError, RunoffError
 from jobs.cli import main as cli
 from jobs.cli.main import main
-from jobs.streaming import interrupts
 from tests import expected
 
 UNKNOWN_DATASET = (

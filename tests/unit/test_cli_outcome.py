@@ -18,7 +18,7 @@ from core.config import RunoffConfig
 from core.errors import RunoffError
 from jobs.cli import main as cli
 from jobs.cli.main import main
-from quality import runner
+from jobs.ops import validate
 from quality.runner import ExpectationOutcome, TableOutcome, ValidationReport
 
 OUTCOME_KEYS = {"command", "dataset", "exit_code", "error", "error_type", "summary"}
@@ -216,7 +216,7 @@ def test_validate_writes_its_summary_to_the_outcome(
     """`cmd_validate` leaves `report.summary()` for the outcome, also when it fails; the error
     line then names the table and the expectation."""
     made = report(critical_failure=critical_failure)
-    monkeypatch.setattr(runner, "validate_dataset", lambda *args, **kwargs: made)
+    monkeypatch.setattr(validate, "validate_dataset", lambda *args, **kwargs: made)
     path = tmp_path / "out" / "validate.json"
     code, err = run(capsys, "--home", str(home), "--outcome", str(path), "validate", "events")
     data = read(path)
