@@ -366,7 +366,9 @@ def test_the_dags_steps_run_on_the_spark_connections_master_and_outlive_an_execu
         monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))  # before Airflow's import
         monkeypatch.setenv("RUNOFF_HOME", str(home))
         monkeypatch.setenv("RUNOFF_SERVER", str(standalone.server_socket(home)))
-        from dags.factory import RunoffSubmitOperator, build_dataset_dag, read_outcome
+        from dags.factory import build_dataset_dag
+        from dags.operators import RunoffSubmitOperator
+        from dags.outcome import read_outcome
 
         dag = build_dataset_dag(DATASET)
         outcomes = tmp_path / "outcomes"

@@ -198,7 +198,7 @@ def assert_dataset_dag_policies(
         assert task._conn_id == "spark_default"
         assert task.pool == "spark"
         assert task.max_active_tis_per_dag == 1
-        assert task.application == str(REPO_ROOT / "jobs" / "submit.py")
+        assert task.application == str(REPO_ROOT / "jobs" / "cli" / "submit.py")
         assert task.retries == (0 if task_id == "validate" else 2)
         assert task.retry_exponential_backoff == 2.0
         assert task.retry_delay == timedelta(minutes=1)
@@ -497,7 +497,7 @@ def test_rendered_spark_submit_command(
         ",".join(str(jar) for jar in sorted((REPO_ROOT / "jvm" / "jars").glob("*.jar"))),
         "--name",
         f"runoff-{task_id}-events",
-        str(REPO_ROOT / "jobs" / "submit.py"),
+        str(REPO_ROOT / "jobs" / "cli" / "submit.py"),
         "--home",
         str(home),
         "--outcome",
@@ -527,7 +527,8 @@ def test_home_falls_back_to_runoff_home_then_repo(
 
 @pytest.mark.slow
 def test_a_failing_command_fails_its_task(spark_connection: None, tmp_path: Path) -> None:
-    """spark-submit exits with the CLI's code (jobs/cli/submit.py), so the task fails with its error."""
+    """spark-submit exits with the CLI's code (jobs/cli/submit.py), so the task fails with its
+    error."""
     from airflow.providers.common.compat.sdk import AirflowException
 
     from dags.factory import build_dataset_dag

@@ -140,7 +140,7 @@ def test_publish_sets_every_outlet_events_extra(dag: Any, tmp_path: Path) -> Non
 
 
 def test_publish_template_reads_validates_outcome_file(dag: Any) -> None:
-    from dags.factory import outcome_template
+    from dags.outcome import outcome_template
 
     assert list(dag.get_task("publish").op_args) == [outcome_template("validate")]
     assert "'validate'" in outcome_template("validate")
@@ -205,7 +205,7 @@ def write_gate_failure(path: Path) -> Path:
 def test_notifier_posts_one_message_to_the_connection(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from dags.factory import runoff_notifier
+    from dags.notifier import runoff_notifier
 
     monkeypatch.delenv("RUNOFF_NOTIFY_CONN_ID", raising=False)
     monkeypatch.setenv(
@@ -229,7 +229,7 @@ def test_notifier_posts_one_message_to_the_connection(
 def test_notifier_connection_id_comes_from_the_environment(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from dags.factory import runoff_notifier
+    from dags.notifier import runoff_notifier
 
     monkeypatch.delenv("AIRFLOW_CONN_RUNOFF_NOTIFY", raising=False)
     monkeypatch.setenv("RUNOFF_NOTIFY_CONN_ID", "team_hook")
@@ -241,14 +241,14 @@ def test_notifier_connection_id_comes_from_the_environment(
 def test_notifier_logs_one_line_without_the_connection(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from dags.factory import runoff_notifier
+    from dags.notifier import runoff_notifier
 
     monkeypatch.delenv("RUNOFF_NOTIFY_CONN_ID", raising=False)
     monkeypatch.delenv("AIRFLOW_CONN_RUNOFF_NOTIFY", raising=False)
     outcome = write_gate_failure(tmp_path / "bronze.json")
-    with caplog.at_level(logging.WARNING, logger="dags.factory"):
+    with caplog.at_level(logging.WARNING, logger="dags.notifier"):
         runoff_notifier()(failed_context(outcome))
-    records = [r for r in caplog.records if r.name == "dags.factory"]
+    records = [r for r in caplog.records if r.name == "dags.notifier"]
     assert [r.levelname for r in records] == ["ERROR"]
     message = records[0].getMessage()
     assert "\n" not in message
@@ -260,12 +260,12 @@ def test_notifier_logs_one_line_without_the_connection(
 def test_notifier_without_an_outcome_names_the_exception(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from dags.factory import runoff_notifier
+    from dags.notifier import runoff_notifier
 
     monkeypatch.delenv("AIRFLOW_CONN_RUNOFF_NOTIFY", raising=False)
-    with caplog.at_level(logging.WARNING, logger="dags.factory"):
+    with caplog.at_level(logging.WARNING, logger="dags.notifier"):
         runoff_notifier()(failed_context(tmp_path / "none.json", task_id="silver"))
-    [record] = [r for r in caplog.records if r.name == "dags.factory"]
+    [record] = [r for r in caplog.records if r.name == "dags.notifier"]
     assert record.getMessage() == (
         f"runoff: task silver of DAG runoff_events failed (run {RUN_ID}): "
         "Cannot execute: spark-submit ... Error code is: 1."

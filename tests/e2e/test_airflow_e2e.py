@@ -259,7 +259,7 @@ def assert_published(af: Airflow, run_id: str, config: RunoffConfig) -> None:
     assert (hourly["layer"], hourly["status"]) == ("silver", "validated"), hourly
     assert hourly["rows"] > 0 and hourly["expectations_passed"] > 0, hourly
     assert isinstance(hourly["to_version"], int) and hourly["versions"], hourly
-    # The validate outcome file publish read, where the factory puts it.
+    # The validate outcome file publish read, where dags.outcome.outcome_path puts it.
     home = Path(af.env["RUNOFF_HOME"])
     outcome = json.loads(
         (home / "airflow" / "outcomes" / DAG_ID / run_id / "validate.json").read_text()

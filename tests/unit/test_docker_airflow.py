@@ -120,7 +120,7 @@ def test_compose_postgres_is_the_database_of_the_settings(services: dict[str, An
 
 def test_compose_tasks_are_spark_submits_as_in_the_test(services: dict[str, Any]) -> None:
     """No `runoff serve` in compose: a task without RUNOFF_SERVER is a spark-submit through
-    `spark_default` (dags/factory.py), as in tests/e2e/test_airflow_postgres.py."""
+    `spark_default` (dags/hooks.py), as in tests/e2e/test_airflow_postgres.py."""
     for name, service in services.items():
         assert "RUNOFF_SERVER" not in (service.get("environment") or {}), name
         command = service.get("command") or []

@@ -1,0 +1,176 @@
+"""How a task runs the `runoff` CLI: the spark-submit settings and `RunoffCliHook`.
+
+Input: a task's rendered `runoff` arguments (`--home H --outcome O <command> <dataset> ...`) and
+the worker's environment. Output: the finished call, or `AirflowException` (the CLI failed) /
+`AirflowFailException` (it failed a critical expectation, read from its outcome file: no retry).
+
+- Spark settings of every spark-submit: the application (`jobs/cli/submit.py`), the connection
+  (`spark_default`) and pool (`spark`), the conf (this interpreter, UTC JVMs, quiet logging),
+  delta-spark's jars and the process environment (`spark_env`).
+- `RunoffCliHook`, one per task try: with `RUNOFF_SERVER` in the worker's environment it starts the
+  CLI as a client of that `runoff serve` server (its output is the task log; `on_kill` sends
+  SIGTERM, which the client passes on to the server, and SIGKILL after 60 s); without it, the
+  spark-submit of `SparkSubmitOperator` (the provider's `SparkSubmitHook` owns that process).
+  Either way it removes the outcome file of an earlier try first and reads it after a failure.
+
+No Spark import: `jobs.spark` (which imports none at top level) is imported when settings are read.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
+from airflow.sdk import BaseHook
+
+from dags.outcome import QUALITY_FAILURE, REPO_ROOT, outcome_arg, read_outcome
+
+# The Python file spark-submit runs: it calls `jobs.cli.main.main(argv)` and exits with its code.
+SUBMIT_APPLICATION = REPO_ROOT / "jobs" / "cli" / "submit.py"
+# Set in the workers' environment (as `make airflow` does): tasks are clients of that
+# `runoff serve` server instead of spark-submits of their own.
+SERVER_ENV = "RUNOFF_SERVER"
+SPARK_CONN_ID = "spark_default"
+# Every spark-submit starts a Spark application: the pool bounds how many run at once.
+SPARK_POOL = "spark"
+# How long a stopped client may take to pass SIGTERM on and exit before it is killed.
+CLIENT_STOP_TIMEOUT = 60
+
+
+# -- spark-submit settings ------------------------------------------------------------------
+def spark_conf() -> dict[str, str]:
+    """Spark properties of every submit: Python driver and workers run this interpreter; the
+    JVMs run in UTC with runoff's quiet Spark logging (`jobs.spark.JAVA_OPTIONS`)."""
+    from jobs.spark import JAVA_OPTIONS
+
+    return {
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.driver.extraJavaOptions": JAVA_OPTIONS,
+        "spark.executor.extraJavaOptions": JAVA_OPTIONS,
+    }
+
+
+def submit_jars() -> str:
+    """delta-spark's jars for `spark-submit --jars` (jobs.spark.delta_jars). When they are not
+    installed the DAG still loads: the task then fails with the one-line remedy."""
+    from core.errors import ConfigError
+    from jobs.spark import delta_jars
+
+    try:
+        return ",".join(delta_jars())
+    except ConfigError:
+        return ""
+
+
+def spark_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of the spark-submit process.
+
+    The worker's interpreter runs the driver and the Python workers; the repository is on
+    PYTHONPATH so `jobs`, `delta_tables` and `quality` import; the interpreter's `bin` (where the
+    venv's `spark-submit` lives) leads PATH, which is also where Popen looks the binary up.
+    """
+    env = os.environ if env is None else env
+    bin_dir = str(Path(sys.executable).parent)
+    path = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
+    pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    spark = {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": pythonpath,
+        "PATH": path,
+    }
+    if env.get("RUNOFF_DATASETS"):  # the spec folders the DAGs were built from
+        spark["RUNOFF_DATASETS"] = env["RUNOFF_DATASETS"]
+    return spark
+
+
+# -- the hook ------------------------------------------------------------------------------
+class RunoffCliHook(BaseHook):
+    """One `runoff` call of a task: a client of `runoff serve` when `server` is set (default: the
+    worker's `$RUNOFF_SERVER`), else the spark-submit it is given; its outcome file is removed
+    before and read after a failure."""
+
+    def __init__(self, application_args: Sequence[Any] | None, server: str | None = None) -> None:
+        super().__init__()
+        self.args = [str(a) for a in application_args or ()]
+        self.outcome = outcome_arg(self.args)
+        self.server = os.environ.get(SERVER_ENV) if server is None else server
+        self._client: subprocess.Popen[str] | None = None
+
+    def get_conn(self) -> None:
+        """No connection of its own: spark-submit's is `spark_default` (`SparkSubmitHook`)."""
+        return None
+
+    def run(self, spark_submit: Callable[[], object]) -> None:
+        """The call: as a client of the server when there is one, else `spark_submit()`.
+
+        A failed critical expectation (the outcome's `error_type`) becomes `AirflowFailException`
+        with the CLI's error line: the task fails at once, without retries (a finding about the
+        data, not a transient error). Any other failure is raised as it is.
+        """
+        if self.outcome:  # no stale outcome of an earlier try
+            Path(self.outcome).unlink(missing_ok=True)
+        try:
+            if self.server:
+                self.run_client(self.server)
+            else:
+                spark_submit()
+        except AirflowException as exc:
+            failure = self.quality_failure(exc)
+            if failure is None:
+                raise
+            raise failure from exc
+
+    def read_outcome(self) -> dict[str, Any] | None:
+        """The call's outcome file (`--outcome`), None when it wrote none."""
+        return read_outcome(self.outcome)
+
+    def quality_failure(self, exc: BaseException) -> AirflowFailException | None:
+        """`AirflowFailException` with the outcome's error line when the call failed a critical
+        expectation, else None."""
+        outcome = self.read_outcome()
+        if outcome and outcome.get("error_type") == QUALITY_FAILURE:
+            return AirflowFailException(outcome.get("error") or str(exc))
+        return None
+
+    def run_client(self, server: str) -> None:
+        """The call as a client of the `runoff serve` server at `server`: the command runs in the
+        server's warm Spark driver; its output is logged line by line (the task log)."""
+        env = {**os.environ, **spark_env(), SERVER_ENV: server}
+        self.log.info("runoff %s (server %s)", " ".join(self.args), server)
+        self._client = subprocess.Popen(
+            [sys.executable, str(SUBMIT_APPLICATION), *self.args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert self._client.stdout is not None
+        for line in self._client.stdout:
+            self.log.info("%s", line.rstrip("\n"))
+        code = self._client.wait()
+        if code:
+            raise AirflowException(f"runoff exited with code {code}")
+
+    @property
+    def started_client(self) -> bool:
+        """Whether this call started a client (else `on_kill` is spark-submit's business)."""
+        return self._client is not None
+
+    def on_kill(self) -> None:
+        """Stop the client: SIGTERM, which it passes on (the server stops the command), then
+        SIGKILL when it has not exited within `CLIENT_STOP_TIMEOUT` seconds."""
+        client = self._client
+        if client is None or client.poll() is not None:
+            return
+        client.terminate()
+        try:
+            client.wait(timeout=CLIENT_STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            client.kill()

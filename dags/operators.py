@@ -1,0 +1,79 @@
+"""The operator of every runoff step: `RunoffSubmitOperator`, thin over `RunoffCliHook`.
+
+Input: a `runoff` command, a dataset and its extra arguments. Output: a `SparkSubmitOperator`
+(connection `spark_default`, the spark-submit settings of `dags.hooks`) whose arguments are
+`--home <home> --outcome <outcome file> <command> <dataset> ...`, rendered at run time
+(`dags.outcome`). `execute` and `on_kill` hand the work to `RunoffCliHook`: a client of
+`runoff serve` when the worker has `RUNOFF_SERVER`, else the provider's spark-submit.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from dags.hooks import (
+    SPARK_CONN_ID,
+    SUBMIT_APPLICATION,
+    RunoffCliHook,
+    spark_conf,
+    spark_env,
+    submit_jars,
+)
+from dags.outcome import HOME_TEMPLATE, OUTCOME_TEMPLATE
+
+
+def runoff_args(command: str, dataset: str, *extra: str) -> list[str]:
+    """Arguments of `jobs/cli/submit.py` (the `runoff` CLI):
+    `--home <home> --outcome <outcome file> <command> <dataset> ...`."""
+    return ["--home", HOME_TEMPLATE, "--outcome", OUTCOME_TEMPLATE, command, dataset, *extra]
+
+
+class RunoffSubmitOperator(SparkSubmitOperator):
+    """`SparkSubmitOperator` for the `runoff` CLI with `--outcome`; `RunoffCliHook` runs the call.
+
+    The task's outcome file is removed before the call (no stale one from an earlier try), and a
+    failed critical expectation fails the task at once, without retries, with the CLI's error
+    line as the reason. With `RUNOFF_SERVER` in the worker's environment the step runs as a
+    `runoff` client of that server (`runoff serve`, started by `make airflow`): no JVM of its
+    own, seconds instead of a Spark start per task. Without it, the step is a spark-submit
+    through `spark_default`."""
+
+    _cli: RunoffCliHook | None = None
+
+    def execute(self, context: Any) -> None:
+        self._cli = RunoffCliHook(self.application_args)
+        self._cli.run(spark_submit=partial(super().execute, context))
+
+    def on_kill(self) -> None:
+        if self._cli is not None and self._cli.started_client:
+            self._cli.on_kill()
+        else:
+            super().on_kill()
+
+
+def runoff_submit(
+    task_id: str,
+    command: str,
+    dataset: str,
+    *extra: str,
+    **kwargs: Any,
+) -> RunoffSubmitOperator:
+    """A `RunoffSubmitOperator` running `runoff <command> <dataset> <extra...>`."""
+    return RunoffSubmitOperator(
+        task_id=task_id,
+        conn_id=SPARK_CONN_ID,
+        application=str(SUBMIT_APPLICATION),
+        application_args=runoff_args(command, dataset, *extra),
+        name=f"runoff-{command}-{dataset}",
+        conf=spark_conf(),
+        jars=submit_jars() or None,
+        env_vars=spark_env(),
+        # One instance of a step at a time across runs: backfill runs (which Airflow runs in
+        # parallel up to the backfill's own max_active_runs) wait instead of failing on the
+        # dataset's checkpoint locks and retrying.
+        max_active_tis_per_dag=1,
+        **kwargs,
+    )
