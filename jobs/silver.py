@@ -52,8 +52,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -62,7 +61,6 @@ from core import interrupts
 from core.config import Location, RunoffConfig
 from core.console import live_status, say
 from core.errors import RunoffError
-from core.locking import checkpoint_lock
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.ledger import RunRecord, recorded_run
 from delta_tables.writes import already_committed, is_delta_table, merge, table_version
@@ -71,6 +69,7 @@ from jobs.streaming.dataset import SilverAggregate, load_dataset
 from jobs.streaming.query import (
     BatchFunction,
     CurrentBatch,
+    checkpoint_locks,
     first_line,
     guard_checkpoint,
     raise_failure,
@@ -414,22 +413,6 @@ def await_query(run: TableRun, report: Callable[[str], None]) -> None:
     watch(run, report)
 
 
-@contextmanager
-def hold_locks(catalog: Catalog, dataset: str) -> Iterator[None]:
-    """One lock per checkpoint, all taken before any query starts."""
-    with ExitStack() as stack:
-        for table in catalog.tables(dataset).silver:
-            assert table.checkpoint is not None
-            stack.enter_context(
-                checkpoint_lock(
-                    table.checkpoint,
-                    f"runoff silver {dataset}",
-                    catalog.config.lock_path(table.checkpoint),
-                )
-            )
-        yield
-
-
 def summarize(record: RunRecord, runs: Sequence[TableRun], report: Callable[[str], None]) -> None:
     for run in runs:
         merge = (
@@ -495,7 +478,8 @@ def run_silver(
     with recorded_run(config.runs_path, record, describe=first_line):
         record.versions_before = {table: table_version(path) for table, path in tables.items()}
         record.versions_after = dict(record.versions_before)
-        with hold_locks(catalog, dataset.name):
+        checkpoints = [t.checkpoint for t in catalog.tables(dataset.name).silver if t.checkpoint]
+        with checkpoint_locks(config, checkpoints, f"runoff silver {dataset.name}"):
             bronze = catalog.tables(dataset.name).bronze.path
             if not is_delta_table(bronze):
                 raise RunoffError(

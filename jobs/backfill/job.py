@@ -60,8 +60,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -69,7 +68,6 @@ from typing import TYPE_CHECKING
 from core.config import Location, RunoffConfig
 from core.console import say
 from core.errors import RunoffError
-from core.locking import checkpoint_lock
 from core.specs import parse_duration
 from delta_tables.ledger import RunRecord
 from delta_tables.writes import table_version
@@ -100,11 +98,11 @@ from jobs.backfill.interval import (
 )
 from jobs.checkpoints.files import ingested_files
 from jobs.checkpoints.files import last_committed as last_batch_id
-from jobs.ops.status import bronze_checkpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from delta_tables.catalog import DatasetTables, Table
     from jobs.streaming.dataset import Dataset, SilverAggregate
     from quality.gate import Gate
 
@@ -267,26 +265,6 @@ def commit(
 
 
 # -- the job ----------------------------------------------------------------------------------
-@contextmanager
-def hold_locks(config: RunoffConfig, dataset: Dataset, what: str) -> Iterator[None]:
-    """The bronze checkpoint's lock and every silver checkpoint's lock of the dataset."""
-    with ExitStack() as stack:
-        stack.enter_context(
-            checkpoint_lock(
-                cp := bronze_checkpoint(config, dataset.name), what, config.lock_path(cp)
-            )
-        )
-        for aggregate in dataset.aggregates:
-            stack.enter_context(
-                checkpoint_lock(
-                    cp := config.checkpoint_dir("silver", aggregate.table),
-                    what,
-                    config.lock_path(cp),
-                )
-            )
-        yield
-
-
 @dataclass
 class BackfillResult:
     record: RunRecord
@@ -304,7 +282,7 @@ def run_backfill(
     from delta_tables.catalog import Catalog
     from delta_tables.ledger import recorded_run
     from jobs.streaming.dataset import load_dataset
-    from jobs.streaming.query import first_line
+    from jobs.streaming.query import checkpoint_locks, first_line
     from quality.gate import Gate, say_problems
     from quality.gate import record_run as record_checks
     from quality.suites import dataset_tables
@@ -321,24 +299,22 @@ def run_backfill(
     record = RunRecord(dataset=name, layer=LAYER, trigger=TRIGGER)
     record.details = {"start": interval.start.isoformat(), "end": interval.end.isoformat()}
     result = BackfillResult(record)
-    tables = {
-        f"bronze_{name}": config.bronze_path(name),
-        f"quarantine_{name}": config.quarantine_path(name),
-        **{a.table: config.silver_path(a.table) for a in dataset.aggregates},
-    }
+    tables = catalog.tables(name)
+    paths = {t.name: t.path for t in tables}
 
     def done(change: TableChange) -> None:
         result.changes.append(change)
         report(change.line())
 
     with recorded_run(config.runs_path, record, describe=first_line):
-        record.versions_before = {t: table_version(p) for t, p in tables.items()}
+        record.versions_before = {t: table_version(p) for t, p in paths.items()}
         record.versions_after = dict(record.versions_before)
         try:
-            with hold_locks(config, dataset, f"runoff backfill {name} {interval}"):
-                _backfill(spark, config, dataset, interval, result, gates, report, done)
+            checkpoints = [t.checkpoint for t in (tables.bronze, *tables.silver) if t.checkpoint]
+            with checkpoint_locks(config, checkpoints, f"runoff backfill {name} {interval}"):
+                _backfill(spark, config, dataset, tables, interval, result, gates, report, done)
         finally:
-            record.versions_after = {t: table_version(p) for t, p in tables.items()}
+            record.versions_after = {t: table_version(p) for t, p in paths.items()}
             record_checks(catalog.quality_results.path, record, list(gates.values()))
     say_problems(record, list(gates.values()))
     changed = [c.table for c in result.changes if c.changed]
@@ -354,6 +330,7 @@ def _backfill(
     spark: SparkSession | None,
     config: RunoffConfig,
     dataset: Dataset,
+    tables: DatasetTables,
     interval: Interval,
     result: BackfillResult,
     gates: dict[str, Gate],
@@ -369,7 +346,8 @@ def _backfill(
 
     name, record = dataset.name, result.record
     folders = Folders.of(config, name)
-    checkpoint = bronze_checkpoint(config, name)
+    checkpoint = tables.bronze.checkpoint
+    assert checkpoint is not None, "the catalog gives bronze its checkpoint"
     ingested = ingested_files(checkpoint)
     files, left = files_to_read(interval_files(folders, interval), interval, ingested)
     record.files = len(files)
@@ -390,7 +368,7 @@ def _backfill(
 
         spark = get_spark(app_name=f"runoff-backfill-{name}", config=config)
     if not files:
-        refuse_empty_interval(spark, config, name, interval, folders)
+        refuse_empty_interval(spark, tables.bronze, interval, folders)
     ingested_at = datetime.now(UTC)
     batch_id = max(last_batch_id(checkpoint) or 0, 0)
     raw = read_interval_lines(spark, folders, files)
@@ -412,8 +390,10 @@ def _backfill(
                 f"backfill {name}: {counts.outside_days} records of the interval's files are "
                 f"dated outside their folders' days: left as bronze has them"
             )
-        bronze = compare_bronze(spark, config, name, interval, fresh, folders.landing)
-        quarantine = compare_quarantine(spark, config, dataset, interval, bad, folders.landing)
+        bronze = compare_bronze(spark, tables.bronze, interval, fresh, folders.landing)
+        quarantine = compare_quarantine(
+            spark, tables.quarantine, dataset, interval, bad, folders.landing
+        )
         record.quarantined = quarantine.replacement.diff.new_rows
         try:
             # The gate: what both tables would get is checked before either is written.
@@ -430,19 +410,26 @@ def _backfill(
         fresh.unpersist()
         parsed.unpersist()
     record.details["archived_files"] = archive_pending(folders, files, ingested)
-    bronze_version = table_version(config.bronze_path(name))
+    bronze_version = table_version(tables.bronze.path)
     if bronze_version < 0:
         report(f"backfill {name}: no bronze table yet: silver left alone")
     else:
         # Silver from the bronze snapshot just written (not whatever comes later).
-        table = _read(spark, config.bronze_path(name), bronze_version)
+        table = _read(spark, tables.bronze.path, bronze_version)
         near = bronze_near(table, dataset, interval).persist()
         try:
             for aggregate in dataset.aggregates:
                 source = near if aggregate.window is not None else table
                 gate = gates[aggregate.table]
                 change = replace_silver(
-                    spark, config, dataset, aggregate, source, interval, gate, batch_id
+                    spark,
+                    tables.named(aggregate.table),
+                    dataset,
+                    aggregate,
+                    source,
+                    interval,
+                    gate,
+                    batch_id,
                 )
                 done(change)
         finally:
@@ -491,12 +478,12 @@ def bronze_near(bronze: DataFrame, dataset: Dataset, interval: Interval) -> Data
 
 
 def refuse_empty_interval(
-    spark: SparkSession, config: RunoffConfig, dataset: str, interval: Interval, folders: Folders
+    spark: SparkSession, bronze: Table, interval: Interval, folders: Folders
 ) -> None:
     """No files for the interval anywhere: refuse rather than empty its bronze slice."""
     from pyspark.sql import functions as F
 
-    path = config.bronze_path(dataset)
+    path, dataset = bronze.path, bronze.dataset
     if table_version(path) < 0:
         return
     landing = folders.landing
@@ -515,14 +502,13 @@ def refuse_empty_interval(
 
 def compare_bronze(
     spark: SparkSession,
-    config: RunoffConfig,
-    dataset: str,
+    bronze: Table,
     interval: Interval,
     fresh: DataFrame,
     landing: Location,
 ) -> Replacement:
     """The bronze slice of the interval (see `bronze_slice`) against the table's."""
-    path = config.bronze_path(dataset)
+    path = bronze.path
     version = table_version(path)
     if version < 0:
         current = None
@@ -530,7 +516,7 @@ def compare_bronze(
     else:
         current = _read(spark, path, version).where(in_slice(interval))
         new = bronze_slice(fresh, current, interval, landing)
-    return compare(f"bronze_{dataset}", path, new, current, BRONZE_RUN_COLUMNS)
+    return compare(bronze.name, path, new, current, BRONZE_RUN_COLUMNS)
 
 
 @dataclass
@@ -572,7 +558,7 @@ class QuarantineReplacement:
 
 def compare_quarantine(
     spark: SparkSession,
-    config: RunoffConfig,
+    quarantine: Table,
     dataset: Dataset,
     interval: Interval,
     bad: DataFrame,
@@ -583,8 +569,7 @@ def compare_quarantine(
     (`with_event_key`) lies in it. Rows of files outside the folders are never touched."""
     from pyspark.sql import functions as F
 
-    table = f"quarantine_{dataset.name}"
-    path = config.quarantine_path(dataset.name)
+    table, path = quarantine.name, quarantine.path
     version = table_version(path)
     if version < 0:
         return QuarantineReplacement(compare(table, path, bad, None), None)
@@ -598,7 +583,7 @@ def compare_quarantine(
 
 def replace_silver(
     spark: SparkSession,
-    config: RunoffConfig,
+    silver: Table,
     dataset: Dataset,
     aggregate: SilverAggregate,
     bronze: DataFrame,
@@ -608,7 +593,7 @@ def replace_silver(
 ) -> TableChange:
     """Recompute one silver table's windows of the interval (or all of it, without windows);
     `gate` checks the recomputed rows first when they change the table."""
-    path = config.silver_path(aggregate.table)
+    path = silver.path
     exists = table_version(path) >= 0
     if aggregate.window is None:
         new = aggregate.transform(bronze, dataset.watermark)

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 if __name__ == "__main__":
-    # Python puts this file's directory (jobs/) first on sys.path, where `config.py`, `spark.py`
-    # and friends would shadow top-level modules: import from the repository root instead.
+    # Python puts this file's directory (jobs/cli/) first on sys.path, where its modules would
+    # shadow top-level ones of the same name: import from the repository root instead.
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
-    sys.path.insert(0, str(here.parent))
+    sys.path.insert(0, str(here.parents[1]))
 
     from jobs.cli.main import main
 

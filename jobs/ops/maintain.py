@@ -34,8 +34,7 @@ under the quality project's lock, so no validate run builds Data Docs meanwhile.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,7 +42,7 @@ from typing import TYPE_CHECKING
 from core.config import Location, RunoffConfig
 from core.console import say
 from core.locking import checkpoint_lock
-from delta_tables.catalog import Catalog, Table
+from delta_tables.catalog import Catalog
 from delta_tables.ledger import RunRecord
 from quality.retention import prune_validation_results
 
@@ -100,18 +99,6 @@ def maintain_table(
     return TableMaintenance(table=name, exists=True, **asdict(done))
 
 
-@contextmanager
-def hold_locks(config: RunoffConfig, tables: list[Table], what: str) -> Iterator[None]:
-    with ExitStack() as stack:
-        seen: set[Location] = set()
-        for table in tables:
-            if table.checkpoint is not None and table.checkpoint not in seen:
-                seen.add(table.checkpoint)
-                lock = config.lock_path(table.checkpoint)
-                stack.enter_context(checkpoint_lock(table.checkpoint, what, lock))
-        yield
-
-
 def maintain_shared(
     spark: SparkSession, name: str, path: Location, retention_hours: float, dataset: str, lock: Path
 ) -> TableMaintenance | None:
@@ -137,7 +124,7 @@ def run_maintain(
 ) -> list[TableMaintenance]:
     """Maintain every table of `dataset` and the run ledger; one ledger row."""
     from delta_tables.ledger import recorded_run
-    from jobs.streaming.query import first_line
+    from jobs.streaming.query import checkpoint_locks, first_line
 
     catalog = Catalog.load(config)
     tables = list(catalog.tables(dataset))
@@ -146,7 +133,11 @@ def run_maintain(
     results: list[TableMaintenance] = []
     with (
         recorded_run(config.runs_path, record, describe=first_line),
-        hold_locks(config, tables, f"runoff maintain {dataset}"),
+        checkpoint_locks(
+            config,
+            [t.checkpoint for t in tables if t.checkpoint is not None],
+            f"runoff maintain {dataset}",
+        ),
     ):
         if spark is None:
             from jobs.spark import get_spark

@@ -24,12 +24,10 @@ recognises a recreated table by its new Delta table id).
 from __future__ import annotations
 
 import argparse
-from contextlib import ExitStack
 
 from core.config import Location, RunoffConfig, remove_tree
 from core.console import say
 from core.errors import RunoffError
-from core.locking import checkpoint_lock
 from delta_tables.catalog import Table
 from jobs.ops.status import dataset_tables
 
@@ -63,7 +61,7 @@ def reset_targets(
 
 def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
     from delta_tables.ledger import RunRecord, recorded_run
-    from jobs.streaming.query import first_line
+    from jobs.streaming.query import checkpoint_locks, first_line
 
     dataset: str = args.dataset
     layer: str = args.layer
@@ -81,13 +79,10 @@ def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
         )
     record = RunRecord(dataset=dataset, layer="reset", trigger=layer)
     deleted: list[str] = []
-    with recorded_run(config.runs_path, record, describe=first_line), ExitStack() as locks:
-        for checkpoint in checkpoints:
-            locks.enter_context(
-                checkpoint_lock(
-                    checkpoint, f"reset {dataset} --layer {layer}", config.lock_path(checkpoint)
-                )
-            )
+    with (
+        recorded_run(config.runs_path, record, describe=first_line),
+        checkpoint_locks(config, checkpoints, f"reset {dataset} --layer {layer}"),
+    ):
         for table in tables:
             record.versions_before[table.name] = _version(table)
             if remove_tree(table.path):

@@ -25,15 +25,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, NoReturn
 
 from core import interrupts
-from core.config import Location, write_whole
+from core.config import Location, RunoffConfig, write_whole
 from core.console import say
 from core.errors import ConfigError, RunoffError
+from core.locking import checkpoint_lock
 from delta_tables import ledger
 from delta_tables.ledger import RunRecord
 from delta_tables.writes import app_transactions
@@ -355,9 +357,7 @@ def run_query(
         query.awaitTermination()
         interrupts.check()  # stopped by `runoff serve` for its client's signal
     except StreamingQueryException as exc:
-        raise_failure(
-            exc, function, name, checkpoint, tables=tables, reset_command=reset_command
-        )
+        raise_failure(exc, function, name, checkpoint, tables=tables, reset_command=reset_command)
     finally:
         if query.isActive:
             query.stop()
@@ -399,6 +399,18 @@ def raise_failure(
         ) from cause
     where = f" after batch {after_batch}" if after_batch is not None else ""
     raise RunoffError(f"{name} failed{where}: {first_line(exc)}") from exc
+
+
+@contextmanager
+def checkpoint_locks(
+    config: RunoffConfig, checkpoints: Iterable[Location], what: str
+) -> Iterator[None]:
+    """Hold the lock of every checkpoint (each once, in the order given) for the block: all are
+    taken before any work starts, or none is held (LockHeldError names the holder)."""
+    with ExitStack() as stack:
+        for checkpoint in dict.fromkeys(checkpoints):
+            stack.enter_context(checkpoint_lock(checkpoint, what, config.lock_path(checkpoint)))
+        yield
 
 
 def elapsed(started: float) -> float:
