@@ -464,12 +464,11 @@ def run_silver(
         "max_files_per_trigger": options.max_files_per_trigger,
     }
     tables = {name: table.path for name, table in silver.items()}
-    from quality.gate import Gate, say_problems
-    from quality.gate import record_run as record_checks
-    from quality.suites import dataset_tables  # GX: a heavy import
+    from quality.gate import Gate, record_checks, say_problems
+    from quality.suites import checked_tables  # GX: a heavy import
 
     runs: list[TableRun] = []
-    checked = {t.name: t for t in dataset_tables(catalog, dataset.name) if t.kind == "silver"}
+    checked = {t.name: t for t in checked_tables(catalog, dataset.name) if t.kind == "silver"}
     remedy = (
         f"fix bronze (`runoff backfill {dataset.name} --start DAY --end DAY`) or the expectation "
         f"in {dataset.spec.file}, then run `runoff silver {dataset.name}` again: it reads the same "

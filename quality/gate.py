@@ -282,7 +282,7 @@ def batch_rows(
     return rows
 
 
-def record_run(results: Location, record: RunRecord, gates: Sequence[Gate]) -> None:
+def record_checks(results: Location, record: RunRecord, gates: Sequence[Gate]) -> None:
     """Put a run's checks in its ledger record (`details.expectations`: totals per table and
     expectation) and in the results history (a row per expectation per batch)."""
     from deltalake import DeltaTable

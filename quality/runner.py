@@ -347,7 +347,7 @@ def _validate(
     # GX and the dataset definitions are heavy imports: only a validate run pays for them.
     from delta_tables.catalog import Catalog
     from quality import history, increments, project
-    from quality.suites import dataset_tables
+    from quality.suites import checked_tables
 
     catalog = Catalog.load(config)
     results = catalog.quality_results.path
@@ -358,7 +358,7 @@ def _validate(
     history_rows: list[history.ResultRow] = []
     validated_at = now
     bronze_rows = 0  # rows the bronze increment added: the quarantine share's denominator
-    for spec in (t for t in dataset_tables(catalog, dataset) if t.layer in layers):
+    for spec in (t for t in checked_tables(catalog, dataset) if t.layer in layers):
         path = spec.path
         mark = marks.get(spec.name)
         record.versions_before[spec.name] = mark.version if mark else -1

@@ -412,7 +412,7 @@ def silver_table(catalog: Catalog, spec: DatasetSpec, silver: SilverSpec) -> Che
     )
 
 
-def dataset_tables(catalog: Catalog, name: str) -> tuple[CheckedTable, ...]:
+def checked_tables(catalog: Catalog, name: str) -> tuple[CheckedTable, ...]:
     """Bronze, quarantine and silver tables of dataset `name` with their suites, in validation
     order."""
     spec = catalog.spec(name)

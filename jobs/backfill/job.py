@@ -283,9 +283,8 @@ def run_backfill(
     from delta_tables.ledger import recorded_run
     from jobs.streaming.dataset import load_dataset
     from jobs.streaming.query import checkpoint_locks, first_line
-    from quality.gate import Gate, say_problems
-    from quality.gate import record_run as record_checks
-    from quality.suites import dataset_tables
+    from quality.gate import Gate, record_checks, say_problems
+    from quality.suites import checked_tables
 
     catalog = Catalog.load(config)
     dataset = load_dataset(catalog, dataset_name)
@@ -293,7 +292,7 @@ def run_backfill(
         f"fix the interval's landing files (or the expectation in {dataset.spec.file}) and run "
         "the backfill again"
     )
-    gates = {t.name: Gate(t, remedy) for t in dataset_tables(catalog, dataset_name)}
+    gates = {t.name: Gate(t, remedy) for t in checked_tables(catalog, dataset_name)}
     name = dataset.name
     started = time.perf_counter()
     record = RunRecord(dataset=name, layer=LAYER, trigger=TRIGGER)

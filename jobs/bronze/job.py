@@ -88,8 +88,7 @@ from jobs.streaming.query import (
     summary_line,
 )
 from jobs.streaming.resolve import ensure_resolves
-from quality.gate import record_run as record_checks
-from quality.gate import rule_checks, say_problems
+from quality.gate import record_checks, rule_checks, say_problems
 from quality.runner import QualityCheckFailed
 
 if TYPE_CHECKING:

@@ -447,7 +447,7 @@ def quarantine_rows(parsed: DataFrame, batch_id: int, ingested_at: datetime) -> 
     `_line_number` counts every line of the file (blank ones too), 1-based; it needs all the
     lines of the file in `parsed`, as a micro-batch of the file source always has.
     """
-    numbered = _numbered(parsed)
+    numbered = _with_line_numbers(parsed)
     ingested = F.lit(ingested_at)
     bad = numbered.where(~F.col("_blank") & F.col("_error").isNotNull())
     return conform(
@@ -464,7 +464,7 @@ def quarantine_rows(parsed: DataFrame, batch_id: int, ingested_at: datetime) -> 
     )
 
 
-def _numbered(parsed: DataFrame) -> DataFrame:
+def _with_line_numbers(parsed: DataFrame) -> DataFrame:
     """`parsed` with `_line_number` (see `quarantine_rows`)."""
     order = Window.partitionBy("_source_file").orderBy("_block_start", "_row_id")
     return parsed.withColumn("_line_number", F.row_number().over(order))
@@ -484,7 +484,7 @@ def unrepresentable(
     """
     with ansi_off(parsed.sparkSession):
         rows = (
-            _numbered(parsed)
+            _with_line_numbers(parsed)
             .where(~F.col("_blank") & F.col("_error").isNull())
             .select(*dataset.bronze_columns(), "event_time", "_source_file", "_line_number")
         )

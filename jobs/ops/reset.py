@@ -28,8 +28,7 @@ import argparse
 from core.config import Location, RunoffConfig, remove_tree
 from core.console import say
 from core.errors import RunoffError
-from delta_tables.catalog import Table
-from jobs.ops.status import dataset_tables
+from delta_tables.catalog import Catalog, Table
 
 
 def layers_to_reset(layer: str) -> tuple[str, ...]:
@@ -48,7 +47,7 @@ def reset_targets(
     layers = layers_to_reset(layer)
     tables = [
         t
-        for t in dataset_tables(config, dataset)
+        for t in Catalog.load(config).tables(dataset)
         if (t.layer in ("bronze", "quarantine") and "bronze" in layers)
         or (t.layer == "silver" and "silver" in layers)
     ]

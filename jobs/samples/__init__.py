@@ -49,7 +49,7 @@ def generate_dataset(config: RunoffConfig, dataset: str, **options: Any) -> list
     return generate(dataset, Catalog.load(config).landing_dir(dataset), **options)
 
 
-def summary_line(dataset: str, written: Sequence[GeneratedFile], landing_dir: Location) -> str:
+def generated_line(dataset: str, written: Sequence[GeneratedFile], landing_dir: Location) -> str:
     """What this call wrote; files it found already there (same name, same bytes) are counted
     apart, so that generating twice does not claim twice the data."""
     new = [f for f in written if f.new]
@@ -81,5 +81,5 @@ def cmd_generate(config: RunoffConfig, args: argparse.Namespace) -> int:
         malformed_rate=args.malformed_rate,
         late_rate=args.late_rate,
     )
-    say(summary_line(args.dataset, written, landing))
+    say(generated_line(args.dataset, written, landing))
     return 0

@@ -96,7 +96,7 @@ def generate_if_new(
     Returns (files already there, files generated, records generated).
     """
     from jobs.bronze.job import landing_dirs
-    from jobs.samples import generate_dataset, summary_line
+    from jobs.samples import generate_dataset, generated_line
 
     landing, archive = landing_dirs(config, dataset)
     existing = count_files(landing, archive)
@@ -106,7 +106,7 @@ def generate_if_new(
     if sizes is None:
         return 0, 0, 0
     written = generate_dataset(config, dataset, seed=DEMO_SEED, **sizes)
-    say(summary_line(dataset, written, landing))
+    say(generated_line(dataset, written, landing))
     return 0, len(written), sum(f.records for f in written)
 
 
@@ -114,7 +114,7 @@ def shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
-def dataset_tables(config: RunoffConfig, dataset: str) -> list[TableInfo]:
+def table_infos(config: RunoffConfig, dataset: str) -> list[TableInfo]:
     return [table_info(t.name, t.path) for t in Catalog.load(config).tables(dataset)]
 
 
@@ -152,7 +152,7 @@ def run_demo(
             outcome.quality = "not run"
             report(f"demo {dataset}: FAILED: {exc}")
         outcome.seconds = time.perf_counter() - started
-        outcome.tables = dataset_tables(config, dataset)
+        outcome.tables = table_infos(config, dataset)
         outcomes.append(outcome)
     for outcome in outcomes:
         outcome.report = write_report(config, outcome.dataset)

@@ -219,9 +219,9 @@ def test_the_gate_derives_its_columns_on_spark(spark: SparkSession, config: Runo
     from datetime import UTC, datetime
 
     from quality.gate import with_derived
-    from quality.suites import dataset_tables
+    from quality.suites import checked_tables
 
-    tables = {t.name: t for t in dataset_tables(Catalog.load(config), "events")}
+    tables = {t.name: t for t in checked_tables(Catalog.load(config), "events")}
     times = [1_709_251_199, 1_709_251_200, 1_709_337_599]  # 23:59:59, midnight, 23:59:59 UTC
     bronze = spark.createDataFrame(
         [(datetime.fromtimestamp(t, UTC),) for t in times], "event_time timestamp"

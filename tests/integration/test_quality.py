@@ -20,7 +20,7 @@ from delta_tables.ledger import read_runs
 from jobs.cli.main import main
 from quality.history import read_results
 from quality.runner import ValidationReport, results_path, validate_dataset
-from quality.suites import dataset_tables
+from quality.suites import checked_tables
 from tests.conftest import take_output
 from tests.quality_tables import (
     action_counts,
@@ -51,7 +51,7 @@ def _clean_events(config: RunoffConfig) -> None:
 
 
 def _expectation_count(config: RunoffConfig, table: str) -> int:
-    spec = next(t for t in dataset_tables(Catalog.load(config), "events") if t.name == table)
+    spec = next(t for t in checked_tables(Catalog.load(config), "events") if t.name == table)
     # Row-level suites ("batch") are the gate's, checked before each commit (tests/integration/
     # test_gate.py); validate runs the whole-table ones.
     return sum(len(suite.expectations) for suite in spec.suites if suite.frame != "batch")
@@ -211,7 +211,7 @@ def test_clean_tables_of_every_dataset_pass(config: RunoffConfig, dataset: str) 
     report = validate_dataset(config, dataset)
 
     assert [(t.table, t.status, t.passed) for t in report.tables] == [
-        (spec.name, "validated", True) for spec in dataset_tables(Catalog.load(config), dataset)
+        (spec.name, "validated", True) for spec in checked_tables(Catalog.load(config), dataset)
     ]
     assert [
         (e.table, e.expectation, e.observed) for e in report.expectations if not e.success
@@ -224,7 +224,7 @@ def test_nothing_to_validate_is_not_an_error(
     assert main(["--home", str(home), "validate", "events"]) == 0
     out = take_output(console_output)
     assert out.count("table does not exist yet") == 2 * len(
-        dataset_tables(Catalog.load(config), "events")
+        checked_tables(Catalog.load(config), "events")
     )
     assert read_results(results_path(config)) == []
     assert [r["status"] for r in read_runs(config.runs_path, "events")] == ["success"]

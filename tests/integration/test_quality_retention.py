@@ -23,7 +23,7 @@ from delta_tables.ledger import read_runs
 from jobs.cli.main import main
 from quality.retention import dataset_suites, expired_results, prune_validation_results
 from quality.runner import LAYERS, validate_dataset
-from quality.suites import dataset_tables
+from quality.suites import checked_tables
 from tests.conftest import take_output
 from tests.quality_tables import (
     action_counts,
@@ -134,11 +134,11 @@ def test_suites_of_a_dataset_are_the_suites_of_its_tables(config: RunoffConfig) 
     suite_tables = {
         suite.name: suite.to_suite().meta["table"]
         for name in SEED_NAMES
-        for table in dataset_tables(Catalog.load(config), name)
+        for table in checked_tables(Catalog.load(config), name)
         for suite in table.suites
     }
     for name in SEED_NAMES:
-        expected = {s.name for t in dataset_tables(Catalog.load(config), name) for s in t.suites}
+        expected = {s.name for t in checked_tables(Catalog.load(config), name) for s in t.suites}
         names = [t.name for t in Catalog.load(config).tables(name)]
         assert dataset_suites(suite_tables, names) == expected
     events = [t.name for t in Catalog.load(config).tables("events")]

@@ -22,7 +22,7 @@ from core.specs import Expectation as DeclaredExpectation
 from core.specs import interval_seconds
 from delta_tables.catalog import Catalog
 from jobs.samples.activity import GT_LABELS
-from quality.suites import CheckedTable, dataset_tables, declared
+from quality.suites import CheckedTable, checked_tables, declared
 from tests.seeds import SEED_NAMES, seed, seed_spec
 
 UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
@@ -40,7 +40,7 @@ def catalog(config: RunoffConfig) -> Catalog:
 
 
 def tables_of(catalog: Catalog, name: str) -> dict[str, CheckedTable]:
-    return {t.name: t for t in dataset_tables(catalog, name)}
+    return {t.name: t for t in checked_tables(catalog, name)}
 
 
 def rows_configs(table: CheckedTable) -> list[Any]:
@@ -71,7 +71,7 @@ def test_interval_seconds_rejects_other_text(text: str) -> None:
 @pytest.mark.parametrize("name", SEED_NAMES)
 def test_tables_are_the_catalog_tables(catalog: Catalog, name: str) -> None:
     tables = catalog.tables(name)
-    checked = dataset_tables(catalog, name)
+    checked = checked_tables(catalog, name)
     assert [(t.name, t.kind, t.path) for t in checked] == [
         (tables.bronze.name, "bronze", tables.bronze.path),
         (tables.quarantine.name, "quarantine", tables.quarantine.path),
@@ -90,12 +90,12 @@ def test_tables_are_the_catalog_tables(catalog: Catalog, name: str) -> None:
 
 def test_an_unknown_dataset_is_the_catalog_error(catalog: Catalog) -> None:
     with pytest.raises(ConfigError, match=r"^unknown dataset 'nosuch': choose one of activity, "):
-        dataset_tables(catalog, "nosuch")
+        checked_tables(catalog, "nosuch")
 
 
 @pytest.mark.parametrize("name", SEED_NAMES)
 def test_every_expectation_has_a_severity_stated_in_its_notes(catalog: Catalog, name: str) -> None:
-    for table in dataset_tables(catalog, name):
+    for table in checked_tables(catalog, name):
         for suite in table.suites:
             assert suite.expectations, suite.name
             for expectation in suite.expectations:
@@ -155,7 +155,7 @@ def test_bronze_suite_requires_the_required_columns_under_their_bronze_names(
 ) -> None:
     spec = seed_spec(name)
     renames = dict(spec.rename)
-    bronze = dataset_tables(catalog, name)[0]
+    bronze = checked_tables(catalog, name)[0]
     not_null = {
         c.kwargs["column"]
         for c in rows_configs(bronze)
@@ -175,7 +175,7 @@ def test_declared_expectations_reach_the_suites(catalog: Catalog, name: str) -> 
     its arguments, its severity, and its notes after the severity."""
     spec = seed_spec(name)
     assert spec.expectations_of("bronze"), name  # every seed spec declares bronze values
-    for table in dataset_tables(catalog, name):
+    for table in checked_tables(catalog, name):
         table_key = table.kind if table.kind != "silver" else table.name
         # the gate checks them on every batch (freshness: validate; quarantine: bronze's rules)
         items = tuple(
@@ -335,7 +335,7 @@ def test_a_declared_dataset_gets_derived_and_declared_expectations(
 
 
 def test_quarantine_share_has_a_warning_and_a_critical_threshold(catalog: Catalog) -> None:
-    quarantine = dataset_tables(catalog, "events")[1]
+    quarantine = checked_tables(catalog, "events")[1]
     share = quarantine.suite("quarantine_share")
     assert share is not None
     limits = sorted(
