@@ -64,6 +64,7 @@ from core.errors import RunoffError
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.ledger import RunRecord, recorded_run
 from delta_tables.writes import already_committed, is_delta_table, merge, table_version
+from jobs.checkpoints.files import read_query_id
 from jobs.checkpoints.guard import record_batch
 from jobs.streaming.dataset import SilverAggregate, load_dataset
 from jobs.streaming.query import (
@@ -73,7 +74,6 @@ from jobs.streaming.query import (
     first_line,
     guard_checkpoint,
     raise_failure,
-    read_query_id,
 )
 from jobs.streaming.resolve import ensure_resolves
 from jobs.streaming.sql import quote, sql_timestamp

@@ -96,8 +96,7 @@ from jobs.backfill.interval import (
     window_predicate,
     with_event_key,
 )
-from jobs.checkpoints.files import ingested_files
-from jobs.checkpoints.files import last_committed as last_batch_id
+from jobs.checkpoints.files import ingested_files, last_committed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -369,7 +368,7 @@ def _backfill(
     if not files:
         refuse_empty_interval(spark, tables.bronze, interval, folders)
     ingested_at = datetime.now(UTC)
-    batch_id = max(last_batch_id(checkpoint) or 0, 0)
+    batch_id = max(last_committed(checkpoint) or 0, 0)
     raw = read_interval_lines(spark, folders, files)
     parsed = parse_lines(raw, dataset).persist()
     fresh = good_rows(parsed, dataset, batch_id, ingested_at).persist()

@@ -72,7 +72,7 @@ from jobs.bronze.parse import (
     unknown_fields,
     unrepresentable,
 )
-from jobs.checkpoints.files import files_of_batch
+from jobs.checkpoints.files import files_of_batch, read_query_id
 from jobs.checkpoints.guard import record_batch
 from jobs.checkpoints.landing_changes import check_landing, record_states, report_lines
 from jobs.streaming.dataset import Dataset, load_dataset
@@ -83,7 +83,6 @@ from jobs.streaming.query import (
     elapsed,
     first_line,
     guard_checkpoint,
-    read_query_id,
     run_query,
     summary_line,
 )
@@ -345,7 +344,7 @@ class BronzeBatch:
 
 
 # -- the job --------------------------------------------------------------------------------
-def run(
+def run_bronze(
     spark: SparkSession | None,
     config: RunoffConfig,
     dataset_name: str,
@@ -459,5 +458,5 @@ def run(
 
 def cmd_bronze(config: RunoffConfig, args: argparse.Namespace) -> int:
     """`runoff bronze <dataset> [--trigger ...] [--max-files-per-trigger N] [...]`."""
-    run(None, config, args.dataset, BronzeOptions.from_args(args))
+    run_bronze(None, config, args.dataset, BronzeOptions.from_args(args))
     return 0

@@ -1,7 +1,8 @@
 """Checks of a streaming checkpoint against its own files and against the tables it writes.
 
-Used by `jobs.streaming.query.guard_checkpoint` before a bronze or silver run starts Spark, and by the
-failure mapping of `jobs.streaming.failures` after a query failed. Spark-free, reads small files only.
+Used by `jobs.streaming.query.guard_checkpoint` before a bronze or silver run starts Spark, and
+by the failure mapping of `jobs.streaming.failures` after a query failed. Spark-free, reads small
+files only; Spark's own files through `jobs.checkpoints.files`, which knows their formats.
 
 - `record_batch(checkpoint, batch_id, held)`: called inside `foreachBatch` once a micro-batch's
   writes are done (before Spark's commit log records the batch): which tables hold the batch's
@@ -26,10 +27,17 @@ import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from core.config import Location, write_whole
-from core.errors import RunoffError
+from jobs.checkpoints.files import (
+    CheckpointFileError,
+    LogKind,
+    batch_ids,
+    files_read_at_start,
+    last_committed,
+    log_lines,
+)
 
 RECORDS_DIR = "runoff_batches"
 KEEP_RECORDS = 100  # as Spark's spark.sql.streaming.minBatchesToRetain default
@@ -57,18 +65,6 @@ def record_batch(checkpoint: Location, batch_id: int, held: Mapping[str, bool]) 
     directory.mkdir(parents=True, exist_ok=True)
     write_whole(directory / str(batch_id), json.dumps(doc, sort_keys=True) + "\n")
     (directory / str(batch_id - KEEP_RECORDS)).unlink(missing_ok=True)
-
-
-def _batch_ids(directory: Location) -> list[int]:
-    if not directory.is_dir():
-        return []
-    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit() and p.is_file())
-
-
-def last_committed(checkpoint: Location) -> int | None:
-    """The newest batch of `<checkpoint>/commits/`, None before the first commit."""
-    ids = _batch_ids(checkpoint / "commits")
-    return ids[-1] if ids else None
 
 
 # -- tables against the checkpoint ---------------------------------------------------------------
@@ -120,66 +116,14 @@ class CorruptFile:
     problem: str
 
 
-def _json_problem(line: str, number: int) -> str | None:
-    try:
-        json.loads(line)
-    except ValueError:
-        return f"line {number} is not complete JSON"
-    return None
-
-
 def log_file_problem(path: Location, kind: str) -> str | None:
-    """Why a Spark log file (`kind`: offsets, commits, source) cannot be read; None if it can.
-
-    Formats: a version line (`v1`), then JSON lines: commits one, offsets the batch's metadata
-    and one offset per source (`-` for a source without one), a file source log one per file.
-    """
+    """Why a Spark log file (`kind`: offsets, commits, source) cannot be read; None if it can
+    (the formats: `jobs.checkpoints.files`)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        return "not UTF-8 text"
-    except OSError as exc:
-        return f"unreadable: {exc.strerror or exc}"
-    if not text.strip():
-        return "empty"
-    lines = text.splitlines()
-    if not (lines[0].startswith("v") and lines[0][1:].isdigit()):
-        return f"its first line {lines[0][:20]!r} is not a log version such as 'v1'"
-    for number, line in enumerate(lines[1:], start=2):
-        if kind == "offsets" and number > 2 and line == "-":
-            continue
-        if kind == "source" and not line.strip():
-            continue
-        problem = _json_problem(line, number)
-        if problem:
-            return problem
-    needed = {"commits": 2, "offsets": 3, "source": 1}[kind]
-    if len(lines) < needed:
-        return f"{len(lines)} line{'s' if len(lines) > 1 else ''}, at least {needed} expected"
+        log_lines(path, cast(LogKind, kind))
+    except CheckpointFileError as exc:
+        return exc.problem
     return None
-
-
-def files_read_at_start(checkpoint: Location) -> list[tuple[Location, str]]:
-    """The Spark log files a restarted query reads, with their kind, newest first."""
-    files: list[tuple[Location, str]] = []
-    offsets = _batch_ids(checkpoint / "offsets")
-    files += [(checkpoint / "offsets" / str(b), "offsets") for b in reversed(offsets[-2:])]
-    commits = _batch_ids(checkpoint / "commits")
-    files += [(checkpoint / "commits" / str(b), "commits") for b in commits[-1:]]
-    sources = checkpoint / "sources"
-    for log in sorted(sources.iterdir()) if sources.is_dir() else ():
-        if not log.is_dir():
-            continue
-        compacts = sorted(
-            int(p.name.split(".")[0])
-            for p in log.glob("*.compact")
-            if p.name.split(".")[0].isdigit()
-        )
-        start = compacts[-1] if compacts else -1
-        if compacts:
-            files.append((log / f"{start}.compact", "source"))
-        files += [(log / str(b), "source") for b in reversed(_batch_ids(log)) if b > start]
-    return files
 
 
 def corrupt_file(checkpoint: Location) -> CorruptFile | None:
@@ -217,7 +161,7 @@ def corrupt_message(
                 f"or {remedy}"
             )
     elif batch is not None and kind == "offsets":
-        newest = _batch_ids(checkpoint / "offsets")[-1]
+        newest = batch_ids(checkpoint / "offsets")[-1]
         uncommitted = not (checkpoint / "commits" / str(batch)).exists()
         if batch == newest and uncommitted and (held is None or held < batch):
             remedy = (
@@ -225,15 +169,3 @@ def corrupt_message(
                 f"and run again (Spark plans batch {batch} anew), or {remedy}"
             )
     return f"checkpoint file {path} is truncated or corrupt ({corrupt.problem}): {remedy}"
-
-
-def read_query_id(checkpoint: Location) -> str | None:
-    """The query id Spark keeps in `<checkpoint>/metadata`; None if the query never started."""
-    path = checkpoint / "metadata"
-    if not path.is_file():
-        return None
-    try:
-        query_id = json.loads(path.read_text() or "{}").get("id")
-    except (OSError, ValueError, AttributeError) as exc:
-        raise RunoffError(f"cannot read the query id from {path}: {exc}") from exc
-    return query_id if isinstance(query_id, str) and query_id else None

@@ -19,7 +19,8 @@ reported (it is not what Spark skipped). `runoff bronze` reports changed files i
 and its ledger row (`details.changed_files`); `runoff status` lists them (`landing.changed_files`).
 
 Spark-free (status uses it). Cost per run: one `stat` per ingested file plus reading the file
-source log and the recorded states.
+source log (its newest compaction and the files after it, `jobs.checkpoints.files`) and the
+recorded states.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from core.config import Location, RunoffConfig, append_text, as_location, real_name
+from jobs.checkpoints.files import source_log
 
 STATES_FILE = "runoff_files.jsonl"
 _DAY_FOLDER = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
@@ -103,50 +104,7 @@ class LandingCheck:
     new_states: dict[str, FileState] = field(default_factory=dict)  # to record
 
 
-# -- reading the checkpoint ---------------------------------------------------------------------
-def _numbered(directory: Location, suffix: str = "") -> list[int]:
-    ids = []
-    for entry in directory.iterdir():
-        name = entry.name.removesuffix(suffix) if suffix else entry.name
-        if (not suffix or entry.name.endswith(suffix)) and name.isdigit():
-            ids.append(int(name))
-    return sorted(ids)
-
-
-def ingested_log(checkpoint: Location) -> dict[str, int]:
-    """Every ingested landing path (local) and the modification time (ms) Spark recorded.
-
-    Reads the newest compaction of the file source log and the log files after it.
-    """
-    log = checkpoint / "sources" / "0"
-    if not log.is_dir():
-        return {}
-    compacts = _numbered(log, ".compact")
-    start = compacts[-1] if compacts else -1
-    names = [f"{start}.compact"] if compacts else []
-    names += [str(n) for n in _numbered(log) if n > start]
-    found: dict[str, int] = {}
-    for name in names:
-        try:
-            lines = (log / name).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            try:
-                entry = json.loads(line)
-                found[local_path(str(entry["path"]))] = int(entry["timestamp"])
-            except (ValueError, KeyError, TypeError):
-                continue  # a cut-off line: the checkpoint guard reports the file
-    return found
-
-
-def local_path(uri: str) -> str:
-    """`file:///a/b%20c.json` -> `/a/b c.json` (as Spark's archive names it: no symlink
-    resolution)."""
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme in ("file", "") else uri
-
-
+# -- runoff's record of ingested files ----------------------------------------------------------
 def read_states(checkpoint: Location) -> dict[str, FileState]:
     path = checkpoint / STATES_FILE
     states: dict[str, FileState] = {}
@@ -232,7 +190,9 @@ def check_landing(
     landing = catalog.landing_dir(dataset).absolute()
     states = read_states(checkpoint)
     check = LandingCheck()
-    for path, spark_ms in sorted(ingested_log(checkpoint).items()):
+    # Spark's name of each ingested file (its archive path derives from it) and the time it saw.
+    spark_times = {f.path: f.timestamp for f in source_log(checkpoint) if f.timestamp is not None}
+    for path, spark_ms in sorted(spark_times.items()):
         known = states.get(path)
         if only_new and known is not None:
             continue
@@ -287,7 +247,7 @@ def _accept_backfilled(
 ) -> None:
     """Files a successful backfill re-read after their last change: their state is recorded."""
     if runs is None:
-        from delta_tables.ops import read_runs
+        from delta_tables.ledger import read_runs
 
         runs = read_runs(config.runs_path, dataset)
     backfills = list(_backfill_intervals(runs))

@@ -1,7 +1,7 @@
 """`runoff run <dataset>`: bronze, silver and validate in one process (one SparkSession).
 
 Input: the dataset's landing files and checkpoints. Output: what the three commands produce on
-their own: bronze and quarantine rows for the new landing files (`jobs.bronze.job.run`), the silver
+their own: bronze and quarantine rows for the new landing files (`jobs.bronze.job.run_bronze`), the silver
 aggregates brought up to date (`jobs.silver.run_silver`), then Great Expectations on every
 table the run changed (`quality.runner.validate_dataset`). Each step appends its own ledger row.
 Trigger: the streaming steps run with `availableNow` and stop when caught up. A step that fails
@@ -42,8 +42,7 @@ def run_pipeline(
     report: Callable[[str], None] = say,
 ) -> PipelineResult:
     """Bronze, then silver, then validate `dataset` on `spark`."""
-    from jobs.bronze.job import BronzeOptions
-    from jobs.bronze.job import run as run_bronze
+    from jobs.bronze.job import BronzeOptions, run_bronze
     from jobs.ops.validate import render_summary
     from jobs.silver import run_silver
     from quality.runner import validate_dataset

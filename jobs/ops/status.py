@@ -5,9 +5,9 @@ checkpoints, its landing folder and the run ledger. Output: one row per table (D
 exact row count, data files, last committed micro-batch of the checkpoint that writes it, newest
 event time, time of the last commit), the landing files not yet ingested (and the oldest of them
 by modification time), the ingested files changed since with the backfill that re-reads each
-(`jobs.checkpoints.landing_changes`; read-only here: nothing is recorded), and the last runs; a rich table
-for people or, with `--json`, one JSON document whose keys are stable (absent tables report
-`null` versions and counts; times are ISO-8601 UTC strings or `null`).
+(`jobs.checkpoints.landing_changes`; read-only here: nothing is recorded), and the last runs; a
+rich table for people or, with `--json`, one JSON document whose keys are stable (absent tables
+report `null` versions and counts; times are ISO-8601 UTC strings or `null`).
 
 Freshness, per table: `newest_event_time` is the max of the table's event-time column
 (`newest_event_column`: bronze `event_time`, quarantine `_ingested_at`, windowed silver
@@ -16,28 +16,22 @@ as Delta truncates them) and read from the column only when statistics are missi
 `last_commit_at` is the commit timestamp of the table's latest version (`history(1)`).
 
 Spark-free on purpose (fast, usable while a run holds the locks): Delta tables are read with
-delta-rs, checkpoints are read as files. Two Spark checkpoint files are parsed here:
-- `<checkpoint>/commits/<batch id>`: one file per committed micro-batch; the highest name is the
-  last batch that finished.
-- `<checkpoint>/sources/0/`: the file source's metadata log, files `<batch id>` (deltas) and
-  `<batch id>.compact` (all entries up to that batch); each starts with a version line (`v1`)
-  followed by one JSON object per ingested file, `{"path": "file:///...", "timestamp": ...,
-  "batchId": ...}`. Old deltas may have been deleted after a compaction, so the union of every
-  file present is the set of ingested files.
+delta-rs, checkpoints as files through `jobs.checkpoints.files` (each table's newest committed
+micro-batch; the files the bronze checkpoint's file source has ingested, compared with the
+landing files by their real names, symlinks resolved).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from core.config import Location, RunoffConfig, real_name
 from delta_tables.catalog import Catalog, Table
+from jobs.checkpoints.files import ingested_files, last_committed
 from jobs.checkpoints.landing_changes import check_landing
 
 RUNS_SHOWN = 5
@@ -63,73 +57,7 @@ def bronze_checkpoint(config: RunoffConfig, dataset: str) -> Location:
     return checkpoint
 
 
-def dataset_tables(config: RunoffConfig, dataset: str) -> list[Table]:
-    """Bronze, quarantine and silver tables of `dataset`, in pipeline order."""
-    return list(Catalog.load(config).tables(dataset))
-
-
-# -- checkpoints (pure parsing + thin file reads) ------------------------------------------
-def _numeric_names(directory: Location, suffix: str = "") -> list[int]:
-    """Batch ids of the files `<n><suffix>` in `directory` (hidden and temp files skipped)."""
-    if not directory.is_dir():
-        return []
-    ids = []
-    for entry in directory.iterdir():
-        name = entry.name
-        if suffix and name.endswith(suffix):
-            name = name[: -len(suffix)]
-        elif suffix:
-            continue
-        if name.isdigit() and entry.is_file():
-            ids.append(int(name))
-    return sorted(ids)
-
-
-def last_batch_id(checkpoint: Location | None) -> int | None:
-    """The highest committed micro-batch id of `checkpoint`, None before the first commit."""
-    if checkpoint is None:
-        return None
-    ids = _numeric_names(checkpoint / "commits")
-    return ids[-1] if ids else None
-
-
-def parse_file_source_log(text: str) -> list[str]:
-    """The `path` of every entry of one file-source metadata log file (deltas and compacts)."""
-    lines = text.splitlines()
-    if not lines:
-        return []
-    if not lines[0].startswith("v"):
-        raise ValueError(f"not a file-source log: first line is {lines[0][:20]!r}, not 'v1'")
-    paths = []
-    for line in lines[1:]:
-        if line.strip():
-            paths.append(str(json.loads(line)["path"]))
-    return paths
-
-
-def uri_to_path(uri: str) -> str:
-    """`file:///a/b%20c.json` -> `/a/b c.json` (Spark stores escaped URIs), symlinks resolved."""
-    parsed = urlparse(uri)
-    if parsed.scheme not in ("file", ""):
-        return uri
-    return os.path.realpath(unquote(parsed.path))
-
-
-def ingested_files(checkpoint: Location | None) -> set[str]:
-    """Local paths of every file the file source of `checkpoint` has taken into a batch."""
-    if checkpoint is None:
-        return set()
-    log_dir = checkpoint / "sources" / "0"
-    if not log_dir.is_dir():
-        return set()
-    names = [str(i) for i in _numeric_names(log_dir)]
-    names += [f"{i}.compact" for i in _numeric_names(log_dir, ".compact")]
-    paths: set[str] = set()
-    for name in names:
-        paths.update(uri_to_path(p) for p in parse_file_source_log((log_dir / name).read_text()))
-    return paths
-
-
+# -- landing files ---------------------------------------------------------------------------
 def is_data_file(relative: Location) -> bool:
     """Spark's file sources skip names starting with `.` or `_` (temp files, markers)."""
     return not any(part.startswith((".", "_")) for part in relative.parts)
@@ -218,7 +146,7 @@ def spec_key(ref: Table) -> str:
 
 def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -> dict[str, Any]:
     """The status document of `dataset` (what `--json` prints)."""
-    from delta_tables.ops import read_runs
+    from delta_tables.ledger import read_runs
 
     catalog = Catalog.load(config)
     spec = catalog.spec(dataset)
@@ -233,7 +161,7 @@ def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -
                 "exists": ref.exists,
                 **table_facts(ref),
                 "checkpoint": str(ref.checkpoint) if ref.checkpoint else None,
-                "last_batch_id": last_batch_id(ref.checkpoint),
+                "last_batch_id": last_committed(ref.checkpoint),
                 **{key: _jsonable(value) for key, value in freshness.items()},
             }
         )

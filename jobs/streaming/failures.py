@@ -164,7 +164,8 @@ def held_batch(checkpoint: Location, tables: Mapping[str, Location] | None) -> i
     `UNKNOWN_BATCH` (as if the tables held every batch) without tables or when the query id or
     a table's log cannot be read."""
     from delta_tables.writes import app_transactions
-    from jobs.checkpoints.guard import UNKNOWN_BATCH, read_query_id
+    from jobs.checkpoints.files import read_query_id
+    from jobs.checkpoints.guard import UNKNOWN_BATCH
 
     if not tables:
         return UNKNOWN_BATCH

@@ -8,7 +8,6 @@ the query; it never starts Spark itself.
 
 API (small on purpose):
 - `trigger_kwargs(trigger)`: `DataStreamWriter.trigger(**...)` arguments of a CLI trigger name.
-- `read_query_id(checkpoint)`: the query id of a checkpoint, None before its first start.
 - `guard_checkpoint(...)`: refuse a checkpoint that belongs to other tables, or a missing
   checkpoint whose tables already hold another stream's batches, naming the remedy.
 - `BatchProgress` + `batch_line()` and `summary_line()`: the progress line printed per
@@ -39,12 +38,8 @@ from core.locking import checkpoint_lock
 from delta_tables import ledger
 from delta_tables.ledger import RunRecord
 from delta_tables.writes import app_transactions
-from jobs.checkpoints.guard import (
-    corrupt_file,
-    corrupt_message,
-    progress_problem,
-    read_query_id,
-)
+from jobs.checkpoints.files import read_query_id
+from jobs.checkpoints.guard import corrupt_file, corrupt_message, progress_problem
 from jobs.streaming.failures import explain
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """`runoff bronze` end to end on generated landing files, against tests/expected.py.
 
 Each test lands a few small files (with malformed and blank lines), runs the job through
-`jobs.bronze.job.run` on the shared SparkSession (or the CLI where the test is about the CLI), then
+`jobs.bronze.job.run_bronze` on the shared SparkSession (or the CLI where the test is about the CLI), then
 reads the Delta tables with delta-rs and compares them with the landing files' own lines.
 """
 
@@ -26,7 +26,7 @@ from core.config import RunoffConfig
 from core.errors import RunoffError
 from delta_tables.arrow import read_arrow
 from delta_tables.ledger import read_runs
-from jobs.bronze.job import BronzeOptions, archive_dir, landing_dirs, run
+from jobs.bronze.job import BronzeOptions, archive_dir, landing_dirs, run_bronze
 from jobs.cli import main as cli
 from jobs.samples import generate_dataset
 from tests import expected
@@ -117,7 +117,7 @@ def test_each_file_lands_exactly_once_across_runs(
     spark: SparkSession, config: RunoffConfig
 ) -> None:
     first = land(config, "events", files=3, seed=11)
-    record = run(spark, config, "events", BronzeOptions(max_files_per_trigger=2))
+    record = run_bronze(spark, config, "events", BronzeOptions(max_files_per_trigger=2))
 
     assert_tables_hold_exactly(config, "events", first)
     valid, malformed, _ = expected.counts(first)
@@ -131,14 +131,14 @@ def test_each_file_lands_exactly_once_across_runs(
 
     # Nothing new: nothing written, no new table version.
     before = versions(config, "events")
-    again = run(spark, config, "events")
+    again = run_bronze(spark, config, "events")
     assert (again.status, again.batches, again.files, again.rows) == ("success", 0, 0, 0)
     assert versions(config, "events") == before
     assert_tables_hold_exactly(config, "events", first)
 
     # New files between runs: ingested once, next to the earlier ones.
     second = land(config, "events", files=2, seed=12, start="2024-01-02T00:00:00Z")
-    more = run(spark, config, "events", BronzeOptions(max_files_per_trigger=1))
+    more = run_bronze(spark, config, "events", BronzeOptions(max_files_per_trigger=1))
     assert (more.batches, more.files) == (2, 2)
     assert (more.rows, more.quarantined) == expected.counts(second)[:2]
     assert_tables_hold_exactly(config, "events", [*first, *second])
@@ -164,7 +164,7 @@ def test_bronze_and_quarantine_match_the_landing_lines(
     spark: SparkSession, config: RunoffConfig, dataset: str
 ) -> None:
     files = land(config, dataset, files=2, seed=5)
-    record = run(spark, config, dataset)
+    record = run_bronze(spark, config, dataset)
     assert_tables_hold_exactly(config, dataset, files)
     assert (record.rows, record.quarantined) == expected.counts(files)[:2]
     # availableNow without limits: one batch for everything.
@@ -178,7 +178,7 @@ def test_once_and_available_now_give_the_same_tables(spark: SparkSession, tmp_pa
         files = land(config, "activity", files=3, seed=8)
         # A byte limit below one file still takes one file per batch; `once` ignores limits.
         options = BronzeOptions(trigger=trigger, max_bytes_per_trigger=1)
-        record = run(spark, config, "activity", options)
+        record = run_bronze(spark, config, "activity", options)
         assert (record.batches, record.files) == (1 if trigger == "once" else 3, 3)
         assert_tables_hold_exactly(config, "activity", files)
         homes[trigger] = config
@@ -222,7 +222,7 @@ def test_empty_landing_directory_succeeds_with_zero_rows(
     spark: SparkSession, config: RunoffConfig
 ) -> None:
     config.landing_dir("lines").mkdir(parents=True)
-    record = run(spark, config, "lines")
+    record = run_bronze(spark, config, "lines")
     assert (record.status, record.batches, record.files, record.rows) == ("success", 0, 0, 0)
     # The tables exist (empty) for the layers reading them.
     assert table_rows(config.bronze_path("lines")) == []
@@ -264,7 +264,7 @@ def test_a_second_run_is_refused_at_once_and_a_dead_holder_is_taken_over(
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
-    record = run(spark, config, "events")  # the dead holder's lock is taken over
+    record = run_bronze(spark, config, "events")  # the dead holder's lock is taken over
     assert record.status == "success"
     assert_tables_hold_exactly(config, "events", files)
     assert [r["status"] for r in read_runs(config.runs_path, "events")] == ["failed", "success"]
@@ -274,7 +274,7 @@ def test_checkpoint_of_another_table_or_deleted_checkpoint_is_refused(
     spark: SparkSession, config: RunoffConfig, tmp_path: Path
 ) -> None:
     files = land(config, "events", files=1, seed=31)
-    run(spark, config, "events")
+    run_bronze(spark, config, "events")
     before = versions(config, "events")
     events_checkpoint = config.checkpoint_dir("bronze", "events")
 
@@ -287,7 +287,7 @@ def test_checkpoint_of_another_table_or_deleted_checkpoint_is_refused(
         r"dataset='sensors', table='delta/bronze/sensors': run "
         r"`runoff reset sensors --layer bronze --yes`",
     ):
-        run(spark, config, "sensors")
+        run_bronze(spark, config, "sensors")
 
     # The bronze table deleted while the checkpoint remembers its batches.
     bronze_path = config.bronze_path("events")
@@ -297,7 +297,7 @@ def test_checkpoint_of_another_table_or_deleted_checkpoint_is_refused(
         match=rf"has committed batches but table {bronze_path} is gone: run "
         r"`runoff reset events --layer bronze --yes`",
     ):
-        run(spark, config, "events")
+        run_bronze(spark, config, "events")
     (tmp_path / "moved-away").rename(bronze_path)
 
     # The checkpoint deleted while the table keeps the stream's app transactions.
@@ -307,7 +307,7 @@ def test_checkpoint_of_another_table_or_deleted_checkpoint_is_refused(
         match=r"checkpoint .*events is missing or empty, but .* already holds batches 0\.\.0 of "
         r"stream [0-9a-f-]+: .* run `runoff reset events --layer bronze --yes`",
     ):
-        run(spark, config, "events")
+        run_bronze(spark, config, "events")
     assert versions(config, "events") == before
     assert_tables_hold_exactly(config, "events", files)
     statuses = [r["status"] for r in read_runs(config.runs_path, "events")]

@@ -18,7 +18,7 @@ import pytest
 from core.config import RunoffConfig
 from core.errors import RunoffError
 from delta_tables.ledger import read_runs
-from jobs.bronze.job import BronzeOptions, landing_dirs, run
+from jobs.bronze.job import BronzeOptions, landing_dirs, run_bronze
 from jobs.checkpoints.files import read_query_id
 from jobs.cli import main as cli
 from jobs.samples import generate_dataset
@@ -89,7 +89,7 @@ def test_lost_commits_and_cut_checkpoint_files_are_refused_changed_files_reporte
     only_bad.write_text('{"time": 1704067300, "action":\nnot json\n')
     os.utime(only_bad, ns=(max(f.path.stat().st_mtime_ns for f in (first, second)) + 10**9,) * 2)
     files = [first, second, expected.read_file("events", only_bad)]
-    initial = run(spark, config, "events", BronzeOptions(max_files_per_trigger=2))
+    initial = run_bronze(spark, config, "events", BronzeOptions(max_files_per_trigger=2))
     assert (initial.batches, initial.files) == (2, 3)
     checkpoint = config.checkpoint_dir("bronze", "events")
     stream = read_query_id(checkpoint)
@@ -148,7 +148,7 @@ def test_lost_commits_and_cut_checkpoint_files_are_refused_changed_files_reporte
     damaged = versions(config, "events")
     assert damaged["bronze"] == before["bronze"] - 1
     with pytest.raises(RunoffError) as refused:
-        run(spark, config, "events")
+        run_bronze(spark, config, "events")
     assert str(refused.value).startswith(
         f"table bronze_events ({bronze}) is behind checkpoint {checkpoint}: the table holds no "
         f"batch of stream {stream}, but the checkpoint committed batch 1, whose last commit to "
@@ -176,7 +176,7 @@ def test_lost_commits_and_cut_checkpoint_files_are_refused_changed_files_reporte
     commit.unlink()
     commit.with_name(".1.crc").unlink()
     take_output(console_output)
-    replay = run(spark, config, "events")
+    replay = run_bronze(spark, config, "events")
     out = take_output(console_output)
     assert (replay.status, replay.batches, replay.rows, replay.quarantined) == (
         "success",

@@ -23,7 +23,7 @@ import pytest
 
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
-from jobs.bronze.job import run
+from jobs.bronze.job import run_bronze
 from jobs.bronze.parse import ERR_TOO_LONG, MAX_LINE_BYTES
 from jobs.report.build import write_report
 from jobs.silver import run_silver
@@ -92,7 +92,7 @@ def test_every_hostile_line_is_quarantined_with_its_reason_and_the_rest_flows_on
         want = reasons.get(line.raw)
         assert line.kind == ("blank" if not line.raw.strip() else "malformed" if want else "valid")
 
-    record = run(spark, config, "hostile")
+    record = run_bronze(spark, config, "hostile")
     assert record.status == "success"
 
     bronze = read_arrow(str(config.bronze_path("hostile"))).to_pylist()

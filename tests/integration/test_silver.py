@@ -1,7 +1,7 @@
 """`runoff silver`: streaming aggregates from bronze Delta tables, compared with tests/expected.py.
 
 Landing files come from the generators (with late and malformed lines). The first tests run the
-real chain (`jobs.bronze.job.run`, then `run_silver`); the others build bronze here, one Delta commit
+real chain (`jobs.bronze.job.run_bronze`, then `run_silver`); the others build bronze here, one Delta commit
 per landing file holding the valid records tests/expected.py parses from the bytes, so that they
 control what each micro-batch holds. Every silver table is compared row for row with
 expected.py's aggregates (counts exactly, means within 1e-9), whether the data arrives in one
@@ -192,7 +192,7 @@ def pipeline(
     spark: Any, tmp_path_factory: pytest.TempPathFactory, landing: Callable[[str], Landing]
 ) -> Callable[[str], Pipeline]:
     """`bronze` then `silver` over a dataset's landing files, once per dataset for the module."""
-    from jobs.bronze.job import run as run_bronze
+    from jobs.bronze.job import run_bronze
 
     done: dict[str, Pipeline] = {}
 

@@ -71,6 +71,13 @@ def committed(checkpoint: Path, *batches: int) -> None:
         ("offsets", OFFSETS.replace('{"logOffset":0}', "-"), None),
         ("offsets", OFFSETS[:40], "line 2 is not complete JSON"),
         ("offsets", OFFSETS.rsplit("\n", 1)[0], "2 lines, at least 3 expected"),
+        ("offsets", OFFSETS.replace("v1", "v2").replace('{"logOffset"', '0:{"logOffset"'), None),
+        ("offsets", OFFSETS.replace("v1", "v2").replace('{"logOffset":0}', "0:-"), None),
+        (
+            "offsets",
+            OFFSETS.replace("v1", "v2").replace('{"logOffset":0}', '0:{"logOff'),
+            "line 3 is not complete JSON",
+        ),
         ("source", 'v1\n{"path":"file:///a","timestamp":1,"batchId":0}\n', None),
         ("source", 'v1\n{"path":"file:///a","timest', "line 2 is not complete JSON"),
     ],

@@ -1,4 +1,4 @@
-"""`runoff status`: checkpoint parsing, pending landing files and the status document.
+"""`runoff status`: pending landing files and the status document.
 
 Tables are written with delta-rs and checkpoints are laid out by hand in Spark's formats
 (`commits/<batch>`, the file source's `sources/0/` log with `N.compact` files), so the expected
@@ -20,19 +20,14 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from core.config import RunoffConfig
-from core.ledger import RunRecord
-from delta_tables.ops import append_run
+from delta_tables.catalog import Catalog
+from delta_tables.ledger import RunRecord, append_run
 from jobs.cli.main import main
 from jobs.ops.status import (
     RUN_KEYS,
     collect_status,
-    dataset_tables,
-    ingested_files,
     landing_files,
-    last_batch_id,
-    parse_file_source_log,
     pending_files,
-    uri_to_path,
 )
 from quality.frames import column_max, max_from_stats
 from tests.conftest import REPO_ROOT, take_output
@@ -68,57 +63,7 @@ def land(landing: Path, relative: str, text: str = '{"time": 1, "action": "Open"
     return path
 
 
-# -- pure parsing -------------------------------------------------------------------------------
-def test_parse_file_source_log_reads_every_path() -> None:
-    text = 'v1\n{"path":"file:///a/x.json","timestamp":1,"batchId":0}\n\n{"path":"file:///b","batchId":0}'
-    assert parse_file_source_log(text) == ["file:///a/x.json", "file:///b"]
-    assert parse_file_source_log("") == []
-    assert parse_file_source_log("v1\n") == []
-    with pytest.raises(
-        ValueError, match=r"not a file-source log: first line is '\{\"path\": \"x\"\}', not 'v1'"
-    ):
-        parse_file_source_log('{"path": "x"}')
-
-
-def test_uri_to_path_unescapes_and_resolves(tmp_path: Path) -> None:
-    real = tmp_path / "a b" / "date=2024-01-01" / "x.json"
-    real.parent.mkdir(parents=True)
-    real.touch()
-    link = tmp_path / "link"
-    link.symlink_to(tmp_path / "a b")
-    escaped = str(tmp_path).replace(" ", "%20")
-    assert uri_to_path(f"file://{escaped}/a%20b/date=2024-01-01/x.json") == str(real.resolve())
-    assert uri_to_path(f"file:{escaped}/a%20b/date=2024-01-01/x.json") == str(real.resolve())
-    assert uri_to_path(f"file://{tmp_path}/link/date=2024-01-01/x.json") == str(real.resolve())
-    assert uri_to_path("s3://bucket/x.json") == "s3://bucket/x.json"
-
-
-def test_last_batch_id_is_the_highest_commit_file(tmp_path: Path) -> None:
-    checkpoint = tmp_path / "ckpt"
-    assert last_batch_id(None) is None
-    assert last_batch_id(checkpoint) is None
-    commits = checkpoint / "commits"
-    commits.mkdir(parents=True)
-    assert last_batch_id(checkpoint) is None
-    for name in ("0", "1", "2", "10", ".10.crc", ".11.tmp", "9"):
-        (commits / name).write_text("v1\n{}")
-    assert last_batch_id(checkpoint) == 10
-
-
-def test_ingested_files_unions_compactions_and_deltas(tmp_path: Path) -> None:
-    checkpoint = tmp_path / "ckpt"
-    log = checkpoint / "sources" / "0"
-    files = [tmp_path / "landing" / f"date=2024-01-0{i}" / f"p {i}.json" for i in range(1, 5)]
-    uris = [f"file://{str(f).replace(' ', '%20')}" for f in files]
-    write_log(log / "9.compact", [(uris[0], 0), (uris[1], 4)])
-    write_log(log / "10", [(uris[2], 10)])
-    write_log(log / "11", [(uris[3], 11)])
-    (log / ".11.crc").write_bytes(b"\x00garbage")
-    assert ingested_files(checkpoint) == {os.path.realpath(f) for f in files}
-    assert ingested_files(tmp_path / "missing") == set()
-    assert ingested_files(None) == set()
-
-
+# -- landing files (the checkpoint's own files: test_checkpoint_files.py) ---------------------
 def test_landing_files_skip_hidden_and_underscore_names(tmp_path: Path) -> None:
     landing = tmp_path / "landing" / "events"
     visible = [land(landing, "date=2024-01-01/a.json"), land(landing, "date=2024-01-02/b.json")]
@@ -206,7 +151,7 @@ def test_collect_status_reports_exact_facts(config: RunoffConfig) -> None:
     )
     assert [r["rows"] for r in doc["runs"]] == want["run_rows"]  # newest first, events only
     assert all(tuple(r) == RUN_KEYS for r in doc["runs"])
-    assert [t.checkpoint for t in dataset_tables(config, "events")][:2] == [
+    assert [t.checkpoint for t in Catalog.load(config).tables("events")][:2] == [
         config.checkpoint_dir("bronze", "events")
     ] * 2
 
