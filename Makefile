@@ -3,7 +3,7 @@ SHELL := /bin/bash
 UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: install jars demo test lint typecheck pytest bench soak airflow check-java browser postgres clean
+.PHONY: install jars demo test test-unit lint typecheck pytest bench soak airflow check-java browser postgres clean
 
 # Bootstrap uv when it is missing (PyPI only), then install the locked environment (with the
 # `postgres` extra: the driver of Airflow's Postgres metadata database). Bytecode is
@@ -61,6 +61,11 @@ pytest: install browser postgres
 	$(RUN) pytest -n 2 --dist loadfile
 
 test: lint typecheck pytest
+
+# The unit tier alone (tests/unit: no JVM, no child process; tests/unit/conftest.py refuses
+# both), for the inner loop. `uv run` installs the locked environment when it is missing.
+test-unit:
+	$(RUN) pytest tests/unit -q
 
 bench: install
 	$(RUN) python -m benchmarks

@@ -1,9 +1,9 @@
 """Bronze run time per increment stays flat on top of a long history of ingested files.
 
 In a scratch runoff home (`benchmarks/work/bronze_incremental`): land `HISTORY_FILES` small
-`events` files and ingest them (`jobs.bronze.job.run_bronze`, `HISTORY_BATCH_FILES` files per micro-batch,
-so the checkpoint's file-source log, the bronze table's log and the archive all carry that
-history), then land one file at a time and run bronze after each, `INCREMENTS` times, in one
+`events` files and ingest them (`jobs.bronze.job.run_bronze`, `HISTORY_BATCH_FILES` files per
+micro-batch, so the checkpoint's file-source log, the bronze table's log and the archive all carry
+that history), then land one file at a time and run bronze after each, `INCREMENTS` times, in one
 process on one SparkSession, timing every run (`RunRecord.seconds`: lock, checks, query start,
 the batch, ledger row).
 

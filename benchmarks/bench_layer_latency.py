@@ -1,9 +1,10 @@
 """Wall time of each layer as a scheduler runs it: one `runoff` process per layer task.
 
 An Airflow task of a `runoff_<dataset>` DAG starts one process per layer (`spark-submit` of
-`jobs/cli/submit.py`, which calls the same `jobs.cli.main.main`); so does this benchmark, with the venv's
-`runoff` script: `runoff --home H bronze events`, then `silver events`, then `validate events`,
-each a fresh interpreter (and a fresh JVM for the Spark layers), timed from spawn to exit.
+`jobs/cli/submit.py`, which calls the same `jobs.cli.main.main`); so does this benchmark, with the
+venv's `runoff` script: `runoff --home H bronze events`, then `silver events`, then
+`validate events`, each a fresh interpreter (and a fresh JVM for the Spark layers), timed from
+spawn to exit.
 
 In a scratch home (`benchmarks/work/layer_latency`): a small history first (`runoff generate
 events --files 10 --rows-per-file 200 --seed 1`, then `runoff run events`). Then, `REPETITIONS`

@@ -76,8 +76,8 @@ KINDS = {
     "wall": "bronze process wall time",
 }
 COMMAND = [sys.executable, "-m", "jobs.cli", "bronze", DATASET]
-# The CLI's line per micro-batch (jobs.streaming.query.batch_line): `bronze events batch 0: 20 files,
-# 1000000 rows in, 1000000 written, 0 quarantined, 12.3 s`.
+# The CLI's line per micro-batch (jobs.streaming.query.batch_line): `bronze events batch 0:
+# 20 files, 1000000 rows in, 1000000 written, 0 quarantined, 12.3 s`.
 BATCH_LINE = re.compile(rf"^bronze {DATASET} batch \d+: .*, (\d+(?:\.\d+)?) s$")
 
 

@@ -1,2 +1,2 @@
-"""The small core every layer may import: configuration, errors, console, run records, locks and
+"""The small core every layer may import: configuration, errors, console, signals, locks and
 dataset specs. It imports nothing of runoff's other packages."""

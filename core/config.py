@@ -1,7 +1,7 @@
 """Configuration: one frozen dataclass built once (flags > environment > defaults).
 
-Every path of the home directory layout (README, "Home directory") is derived here so that no
-other module joins path strings by hand.
+Every path of the home directory layout is derived here so that no other module joins path
+strings by hand.
 
 The data (landing files and their archive, Delta tables, checkpoints, quality results) lives
 under `data`: the home itself, or the folder or `s3a://bucket/prefix` of `RUNOFF_DATA` (README,

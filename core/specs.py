@@ -52,7 +52,8 @@ BRONZE_METADATA_COLUMNS = (
     "_rescued_data",
 )
 # Row-level expectations that severity `quarantine` turns into bronze row rules (their SQL:
-# `jobs.streaming.dataset.expectation_rule`); GX skips nulls for all but not_null, and so do the rules.
+# `jobs.streaming.dataset.expectation_rule`); GX skips nulls for all but not_null, and so do the
+# rules.
 QUARANTINE_EXPECTATIONS = (
     "expect_column_values_to_not_be_null",
     "expect_column_values_to_be_between",

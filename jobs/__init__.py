@@ -4,12 +4,13 @@ Sub-packages by role, each importing only those below it in this list (tests/uni
 
 - `cli/`: the command line, the warm driver (`runoff serve`) and its client, spark-submit's entry.
 - `samples/`: sample landing data for the seed datasets, and `runoff demo`.
-- `ops/`: operator commands: check, run (bronze >> silver >> validate), status, reset, maintain.
 - `report/`: `runoff report`: read (delta-rs), chart (matplotlib), page (Jinja2).
+- `ops/`: operator commands: check, run (bronze >> silver >> validate), validate, status, reset,
+  maintain.
 - `backfill/`: `runoff backfill`: the interval rules and the bounded batch re-run.
 - `bronze/`, `silver`: the two streaming jobs (landing -> bronze + quarantine; bronze -> silver).
-- `streaming/`: what every streaming job shares: a spec as Spark columns and transforms, the one
-  query runner, failure explanations, signals.
+- `streaming/`: what every streaming job shares: a spec as Spark columns and transforms, the spec
+  resolver, SQL text, the one query runner, failure explanations.
 - `checkpoints/`: the one reader of Spark's checkpoint files, the checkpoint guard, landing changes.
 - `spark`: the SparkSession builder, the Python entry point (`jobs.spark.get_spark`).
 

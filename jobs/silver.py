@@ -12,16 +12,16 @@ rate limit asks, plus the no-data batches Spark runs to advance the watermark, t
 dataset's tables are queries of one SparkSession, run one after the other; the run holds every
 table's checkpoint lock from start to end.
 
-Writes: the transforms (pure, `jobs.streaming.dataset.SilverAggregate.transform`) hold the watermark and the
-window. Tables in "update" mode receive, after every micro-batch, the current aggregate of each
-window the batch touched; a MERGE keyed by window and keys updates or inserts them. "append" tables
-(`sensors_lost_signal`) receive a window once, when the watermark finalizes it: an insert-only
-MERGE. Every MERGE commit carries the app transaction (app id = the query id Spark keeps in
-`<checkpoint>/metadata`, version = batch id); a batch the table has already recorded is skipped, so
-a micro-batch replayed after a crash changes nothing. The MERGE condition also bounds the target's
-`window_start` to the batch's range so that delta-spark skips files by their statistics and the
-cost of a batch does not grow with the table. The MERGE runs on the executors (`DeltaTable.merge`
-inside `foreachBatch`); nothing is collected to the driver.
+Writes: the transforms (pure, `jobs.streaming.dataset.SilverAggregate.transform`) hold the watermark
+and the window. Tables in "update" mode receive, after every micro-batch, the current aggregate of
+each window the batch touched; a MERGE keyed by window and keys updates or inserts them. "append"
+tables (`sensors_lost_signal`) receive a window once, when the watermark finalizes it: an
+insert-only MERGE. Every MERGE commit carries the app transaction (app id = the query id Spark keeps
+in `<checkpoint>/metadata`, version = batch id); a batch the table has already recorded is skipped,
+so a micro-batch replayed after a crash changes nothing. The MERGE condition also bounds the
+target's `window_start` to the batch's range so that delta-spark skips files by their statistics and
+the cost of a batch does not grow with the table. The MERGE runs on the executors
+(`DeltaTable.merge` inside `foreachBatch`); nothing is collected to the driver.
 
 Late rows: a row whose window ended at or before the watermark (max event time seen in earlier
 micro-batches minus the delay; Spark drops against the previous batch's watermark) is left out

@@ -164,7 +164,8 @@ def declared(expectations: tuple[DeclaredExpectation, ...]) -> list[Expectation]
     """The spec's own expectations as GX objects (`expect` is the snake_case GX name).
 
     Severity `quarantine`: bronze already sent the failing rows to quarantine (the expectation is
-    a row rule there, `jobs.streaming.dataset.expectation_rule`), so here it is reported like `warning`.
+    a row rule there, `jobs.streaming.dataset.expectation_rule`), so here it is reported like
+    `warning`.
     """
     built = []
     for item in expectations:

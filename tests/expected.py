@@ -1,9 +1,9 @@
 """Expected results computed independently of the pipeline: pure Python over landing bytes.
 
-Nothing here imports the pipeline (no Spark, no jobs.datasets, no jobs.samples.generator): the record
-schemas, required fields and window rules are restated from the seed specs (jobs/datasets/*.yaml,
-README "Dataset spec reference") and the landing line contract, and tests/unit/test_generate.py
-checks this restatement against the dataset modules.
+Nothing here imports the pipeline (no Spark, no jobs.datasets, no jobs.samples.generator): the
+record schemas, required fields and window rules are restated from the seed specs
+(jobs/datasets/*.yaml, README "Dataset spec reference") and the landing line contract, and
+tests/unit/test_generate.py checks this restatement against the dataset modules.
 
 A landing line is
 - blank: empty or only ASCII whitespace (ignored);

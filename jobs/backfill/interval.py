@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from core.config import Location, RunoffConfig, real_name
 from core.errors import ConfigError
 from core.specs import parse_duration
-from jobs.ops.status import is_data_file
+from jobs.checkpoints.landing_changes import is_data_file
 from jobs.streaming.sql import sql_timestamp
 
 if TYPE_CHECKING:
@@ -104,13 +104,15 @@ def bronze_predicate(interval: Interval) -> str:
     days = interval.days
     return (
         f"event_date >= {_sql_day(days[0])} AND event_date <= {_sql_day(days[-1])} AND "
-        f"event_time >= {sql_timestamp(interval.start)} AND event_time < {sql_timestamp(interval.end)}"
+        f"event_time >= {sql_timestamp(interval.start)} AND "
+        f"event_time < {sql_timestamp(interval.end)}"
     )
 
 
 def window_predicate(interval: Interval) -> str:
     """The silver windows that overlap the interval (`replaceWhere`)."""
-    return f"window_end > {sql_timestamp(interval.start)} AND window_start < {sql_timestamp(interval.end)}"
+    start, end = sql_timestamp(interval.start), sql_timestamp(interval.end)
+    return f"window_end > {start} AND window_start < {end}"
 
 
 def window_input_range(interval: Interval, window: timedelta) -> tuple[datetime, datetime]:

@@ -39,7 +39,8 @@ wait in landing for the next run that finds new files (they are never ingested t
 checkpoint lists them). `restore_archive()` moves everything back for a full refresh
 (`runoff reset --layer bronze`). A landing path is ingested once: re-deliveries need new names; a
 file changed after ingestion (appended to, or replaced under its name) is reported by every run
-with the `runoff backfill` that re-reads it (`jobs.checkpoints.landing_changes`), never silently skipped.
+with the `runoff backfill` that re-reads it (`jobs.checkpoints.landing_changes`), never silently
+skipped.
 Files are never too old to be picked up (`maxFileAge` is set to 100 years: Spark's default
 would silently skip a file landed with a modification time a week older than the newest).
 """

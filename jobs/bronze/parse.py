@@ -5,8 +5,8 @@ Input: a DataFrame of raw lines (`RAW_SCHEMA`: the line, its file, its line numb
 the two outputs; `count_lines` and `unknown_fields` summarize a batch. Shared by the streaming
 job (`jobs.bronze.job`) and backfill (`jobs.backfill.job`).
 
-A line is a valid record (the landing line contract of `jobs/samples/generator.py`) when it is at most
-`MAX_LINE_BYTES` long, valid UTF-8, one strict JSON object (RFC 8259: no NaN/Infinity, single
+A line is a valid record (the landing line contract of `jobs/samples/generator.py`) when it is at
+most `MAX_LINE_BYTES` long, valid UTF-8, one strict JSON object (RFC 8259: no NaN/Infinity, single
 quotes, comments or unquoted names; nothing but whitespace after it; no `\\u` escape of half a
 surrogate pair), every field of the spec's schema present has its JSON type (integer for long, a
 finite number for double, string for string, a timestamp string between `EARLIEST` and `LATEST`

@@ -41,6 +41,22 @@ _DAY_FOLDER = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
 SHOWN = 20  # changed files printed by a run (all of them are in the ledger and status)
 
 
+def is_data_file(relative: Location) -> bool:
+    """Spark's file sources skip names starting with `.` or `_` (temp files, markers)."""
+    return not any(part.startswith((".", "_")) for part in relative.parts)
+
+
+def landing_files(landing_dir: Location) -> list[Location]:
+    """Every data file under `landing_dir` (recursively), sorted."""
+    if not landing_dir.is_dir():
+        return []
+    return sorted(
+        p
+        for p in landing_dir.rglob("*")
+        if p.is_file() and is_data_file(p.relative_to(landing_dir))
+    )
+
+
 @dataclass(frozen=True)
 class FileState:
     size: int | None  # None: unknown (only Spark's modification time was recorded)

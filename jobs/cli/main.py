@@ -1,4 +1,4 @@
-"""The `runoff` command line (README, "Commands").
+"""The `runoff` command line (README, "CLI reference").
 
 Each command lives in its own module and exposes `cmd_<name>(config, args) -> int`; this module
 parses arguments, builds the configuration once and turns errors into one line on stderr and a
@@ -163,7 +163,7 @@ def _dataset_only(p: argparse.ArgumentParser) -> None:
 
 def _backfill_args(p: argparse.ArgumentParser) -> None:
     dataset_arg(p)
-    # Dates are midnight UTC, so whole days work as before; times make any interval.
+    # A date is midnight UTC, so dates give whole days; times give any interval.
     p.add_argument(
         "--start",
         type=iso_datetime,

@@ -1,10 +1,10 @@
 """`runoff serve`: one long-lived Spark driver that runs the CLI's Spark commands for clients.
 
 Input: requests on a Unix socket (`--socket`, default `<home>/run/runoff.sock`) from `runoff`
-clients that have `RUNOFF_SERVER` set (`jobs.cli.client`), e.g. Airflow's tasks under `make airflow`.
-Output: each command run in this process, with this process's SparkSession, exactly as the CLI
-runs it locally (`jobs.cli.main.main`), its output relayed to the client as it is printed. Commands
-run one at a time; each borrows the client's `RUNOFF_*` variables, working directory and
+clients that have `RUNOFF_SERVER` set (`jobs.cli.client`), e.g. Airflow's tasks under `make
+airflow`. Output: each command run in this process, with this process's SparkSession, exactly as
+the CLI runs it locally (`jobs.cli.main.main`), its output relayed to the client as it is printed.
+Commands run one at a time; each borrows the client's `RUNOFF_*` variables, working directory and
 terminal for its run. Design, protocol and limits: docs/server.md.
 """
 

@@ -1,9 +1,10 @@
 """`runoff run <dataset>`: bronze, silver and validate in one process (one SparkSession).
 
 Input: the dataset's landing files and checkpoints. Output: what the three commands produce on
-their own: bronze and quarantine rows for the new landing files (`jobs.bronze.job.run_bronze`), the silver
-aggregates brought up to date (`jobs.silver.run_silver`), then Great Expectations on every
-table the run changed (`quality.runner.validate_dataset`). Each step appends its own ledger row.
+their own: bronze and quarantine rows for the new landing files (`jobs.bronze.job.run_bronze`),
+the silver aggregates brought up to date (`jobs.silver.run_silver`), then Great Expectations on
+every table the run changed (`quality.runner.validate_dataset`). Each step appends its own ledger
+row.
 Trigger: the streaming steps run with `availableNow` and stop when caught up. A step that fails
 stops the run (later steps do not run): a batch held back by a critical expectation (the quality
 gate) or a failed critical whole-table expectation (validate) exits 1 with its one-line message.

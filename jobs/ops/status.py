@@ -32,7 +32,7 @@ from typing import Any
 from core.config import Location, RunoffConfig, real_name
 from delta_tables.catalog import Catalog, Table
 from jobs.checkpoints.files import ingested_files, last_committed
-from jobs.checkpoints.landing_changes import check_landing
+from jobs.checkpoints.landing_changes import check_landing, landing_files
 
 RUNS_SHOWN = 5
 RUN_KEYS = (
@@ -58,22 +58,6 @@ def bronze_checkpoint(config: RunoffConfig, dataset: str) -> Location:
 
 
 # -- landing files ---------------------------------------------------------------------------
-def is_data_file(relative: Location) -> bool:
-    """Spark's file sources skip names starting with `.` or `_` (temp files, markers)."""
-    return not any(part.startswith((".", "_")) for part in relative.parts)
-
-
-def landing_files(landing_dir: Location) -> list[Location]:
-    """Every data file under `landing_dir` (recursively), sorted."""
-    if not landing_dir.is_dir():
-        return []
-    return sorted(
-        p
-        for p in landing_dir.rglob("*")
-        if p.is_file() and is_data_file(p.relative_to(landing_dir))
-    )
-
-
 def pending_files(files: Iterable[Location], ingested: set[str]) -> list[Location]:
     """The files of `files` that the bronze checkpoint has not ingested yet."""
     return [f for f in files if real_name(f) not in ingested]

@@ -1,8 +1,9 @@
 """The page of `runoff report`: `ReportData` and its charts rendered with Jinja2 (autoescaped).
 
-The template is `jobs/report/templates/report.html.j2`; this module turns the data into the rows of the
-page's tables (runs, validate runs with their Data Docs pages, the quality gate, the quarantine's
-reasons) and links Data Docs pages relative to the report's folder, so that the home can move.
+The template is `jobs/report/templates/report.html.j2`; this module turns the data into the rows
+of the page's tables (runs, validate runs with their Data Docs pages, the quality gate, the
+quarantine's reasons) and links Data Docs pages relative to the report's folder, so that the home
+can move.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Sample-data generators of the seed datasets, apart from their specs, and `runoff generate`.
 
-A generator (`jobs.samples.generator.GeneratorSpec`) exists for the four seed datasets only; declared
-datasets bring their own landing files.
+A generator (`jobs.samples.generator.GeneratorSpec`) exists for the four seed datasets only;
+declared datasets bring their own landing files.
 """
 
 from __future__ import annotations

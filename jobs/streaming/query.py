@@ -80,11 +80,12 @@ def guard_checkpoint(
       id would ingest everything again next to the old stream's rows;
     - a checkpoint whose query id is not among the app ids that the tables hold;
     - a checkpoint with committed batches whose table has disappeared;
-    - a truncated or corrupt Spark log file the query would read (`checkpoint_checks`; the
-      message says when deleting that one file is safe);
+    - a truncated or corrupt Spark log file the query would read
+      (`jobs.checkpoints.guard.corrupt_file`; the message says when deleting that one file is
+      safe);
     - a table behind the checkpoint (its app transaction older than the last batch the
       checkpoint committed into it: commits lost) or more than one batch ahead of it
-      (`checkpoint_checks.progress_problem`).
+      (`jobs.checkpoints.guard.progress_problem`).
     """
     marker = checkpoint / OWNER_FILE
     query_id = read_query_id(checkpoint)
@@ -334,9 +335,10 @@ def run_query(
     """Start `writer` with `function` as foreachBatch, wait for the run to end, return it.
 
     A failure inside a batch is re-raised as the original exception (RunoffErrors keep their
-    message; others become a RunoffError naming the batch); a known cause (`jobs.streaming.failures`: a
-    full disk, a checkpoint Spark cannot read) becomes its one line, naming `tables` (what the
-    query writes) and `reset_command` where they help; an interrupt stops the query.
+    message; others become a RunoffError naming the batch); a known cause
+    (`jobs.streaming.failures`: a full disk, a checkpoint Spark cannot read) becomes its one line,
+    naming `tables` (what the query writes) and `reset_command` where they help; an interrupt stops
+    the query.
     """
     from pyspark.errors import StreamingQueryException
 

@@ -329,7 +329,7 @@ def test_schedule_comes_from_the_spec(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
     write_orders(tmp_path / "datasets")
     catalog = load_catalog({"RUNOFF_DATASETS": str(tmp_path / "datasets")})
-    # No global override: the variable that used to change every DAG's schedule is ignored.
+    # No global override: RUNOFF_DAG_SCHEDULE does not change a DAG's schedule.
     monkeypatch.setenv("RUNOFF_DAG_SCHEDULE", "@monthly")
     assert build_dataset_dag("orders", catalog=catalog).schedule == data_intervals(ORDERS_SCHEDULE)
     assert build_dataset_dag("events", catalog=catalog).schedule == data_intervals("@hourly")

@@ -1,8 +1,8 @@
 """`runoff bronze` end to end on generated landing files, against tests/expected.py.
 
 Each test lands a few small files (with malformed and blank lines), runs the job through
-`jobs.bronze.job.run_bronze` on the shared SparkSession (or the CLI where the test is about the CLI), then
-reads the Delta tables with delta-rs and compares them with the landing files' own lines.
+`jobs.bronze.job.run_bronze` on the shared SparkSession (or the CLI where the test is about the
+CLI), then reads the Delta tables with delta-rs and compares them with the landing files' own lines.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """`runoff silver`: streaming aggregates from bronze Delta tables, compared with tests/expected.py.
 
-Landing files come from the generators (with late and malformed lines). The first tests run the
-real chain (`jobs.bronze.job.run_bronze`, then `run_silver`); the others build bronze here, one Delta commit
-per landing file holding the valid records tests/expected.py parses from the bytes, so that they
-control what each micro-batch holds. Every silver table is compared row for row with
-expected.py's aggregates (counts exactly, means within 1e-9), whether the data arrives in one
-batch, one file per batch, in several runs, or through a run killed with SIGKILL and restarted.
+Landing files come from the generators (with late and malformed lines). The first tests run the real
+chain (`jobs.bronze.job.run_bronze`, then `run_silver`); the others build bronze here, one Delta
+commit per landing file holding the valid records tests/expected.py parses from the bytes, so that
+they control what each micro-batch holds. Every silver table is compared row for row with
+expected.py's aggregates (counts exactly, means within 1e-9), whether the data arrives in one batch,
+one file per batch, in several runs, or through a run killed with SIGKILL and restarted.
 """
 
 from __future__ import annotations

@@ -44,3 +44,34 @@ def test_the_check_catches_an_upward_import() -> None:
     illegal = graph.find_illegal_dependencies_for_layers(layers=LAYERS)
     assert [(d.importer, d.imported) for d in illegal] == [("core", "jobs")]
     assert graph.find_shortest_chain(importer="jobs.cli.main", imported="core.config") is not None
+
+
+# Inside `jobs`, sub-packages by role, each importing only those after it (jobs/__init__.py);
+# bronze and silver are independent of each other.
+JOBS_LAYERS = (
+    "cli",
+    "samples",
+    "report",
+    "ops",
+    "backfill",
+    grimp.Layer("bronze", "silver", independent=True),
+    "streaming",
+    "checkpoints",
+    "spark",
+)
+
+
+def test_jobs_sub_packages_import_one_way(graph: grimp.ImportGraph) -> None:
+    illegal = graph.find_illegal_dependencies_for_layers(layers=JOBS_LAYERS, containers={"jobs"})
+    assert {(d.importer, d.imported) for d in illegal} == set()
+
+
+def test_the_jobs_check_catches_an_upward_import() -> None:
+    graph = grimp.build_graph(*LAYERS)
+    graph.add_import(importer="jobs.checkpoints.files", imported="jobs.bronze.parse")
+    graph.add_import(importer="jobs.silver", imported="jobs.bronze.job")
+    illegal = graph.find_illegal_dependencies_for_layers(layers=JOBS_LAYERS, containers={"jobs"})
+    assert {(d.importer, d.imported) for d in illegal} == {
+        ("jobs.checkpoints", "jobs.bronze"),
+        ("jobs.silver", "jobs.bronze"),
+    }
