@@ -6,14 +6,17 @@
   `DataFrameWriter.partitionBy` (delta-spark takes them from nowhere else).
 - `merge(source, path, ...)`: `DeltaTable.merge` inside `foreachBatch`, distributed, guarded the
   same way through the `spark.databricks.delta.write.txnAppId/txnVersion` session confs.
-- `table_version`, `committed_version`, `already_committed`: what a table holds, read through
-  delta-rs (no Spark), so callers can decide before computing anything; `app_transactions`:
-  every app id a table holds (read from the log: delta-rs answers per app id only).
+- `table_version`, `committed_version`, `already_committed`, `app_transactions`: what a table
+  holds, read through delta-rs (no Spark), so callers can decide before computing anything.
+  delta-rs gives an app id's version but cannot list app ids, so `app_transactions` takes the
+  names from the `txn` actions of the log files that can hold them and asks delta-rs for each
+  version; no Spark-free maintained API lists them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,41 +55,94 @@ def committed_version(path: str | Location, app_id: str) -> int | None:
 
 
 def app_transactions(path: str | Location) -> dict[str, int]:
-    """Every app id with its last committed `txnVersion`, read from the table's log.
+    """Every app id the table holds, with its last committed `txnVersion`; {} without a table.
 
-    delta-rs answers only for a known app id, so the log is scanned: the last checkpoint's
-    `txn` column, then the JSON commits after it (later commits win).
+    Each version is delta-rs's `transaction_version`, which replays whatever the log holds
+    (classic or V2 checkpoints and their sidecars, log compactions, commits). delta-rs answers
+    only for an app id it is given, so the app ids are the ones `_logged_app_ids` finds named
+    in the log; one that delta-rs does not hold (an expired transaction) is left out.
+    Raises ValueError when the log cannot be read.
     """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
     log = as_location(path) / "_delta_log"
     if not log.is_dir():
         return {}
-    found: dict[str, int] = {}
-    after = -1
-    last = log / "_last_checkpoint"
-    if last.is_file():
-        import pyarrow.parquet as pq
+    try:
+        names = _logged_app_ids(log)
+        if not names:
+            return {}
+        table = DeltaTable(str(path))
+        versions = {app: table.transaction_version(app) for app in sorted(names)}
+    except (OSError, ValueError, DeltaError) as exc:
+        reason = next(iter(str(exc).splitlines()), type(exc).__name__)  # not delta-rs's backtrace
+        raise ValueError(f"cannot read the Delta log {log}: {reason}") from exc
+    return {app: int(v) for app, v in versions.items() if v is not None}
 
-        try:
-            after = int(json.loads(last.read_text())["version"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"cannot read {last}: {exc}") from exc
-        for part in sorted(log.glob(f"{after:020d}.checkpoint*.parquet")):
-            with part.open("rb") as handle:
-                txns = pq.read_table(handle, columns=["txn"]).column("txn").to_pylist()
-            for txn in txns:
-                if txn and txn.get("appId") is not None:
-                    found[txn["appId"]] = int(txn["version"])
-    commits = sorted((int(p.name[:20]), p) for p in log.glob("*.json") if p.name[:20].isdigit())
-    for version, commit in commits:
-        if version <= after:
-            continue
-        for line in commit.read_text().splitlines():
-            if '"txn"' not in line:
-                continue
+
+# The log files that can hold `txn` actions: commits, log compactions (`<x>.<y>.compacted.json`)
+# and checkpoints (classic, multi-part `<v>.checkpoint.<part>.<parts>.parquet`, or V2
+# `<v>.checkpoint.<uuid>.json|parquet`). V2 sidecars, under `_sidecars/`, hold file actions only.
+_COMMIT = re.compile(r"(\d{20})\.json")
+_COMPACTION = re.compile(r"\d{20}\.(\d{20})\.compacted\.json")
+_CHECKPOINT = re.compile(
+    r"(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10})|\.[0-9a-fA-F-]{36})?\.(?:json|parquet)"
+)
+
+
+def _logged_app_ids(log: Location) -> set[str]:
+    """The app ids named by a `txn` action of the newest complete checkpoint, or of a commit or
+    log compaction that ends after it.
+
+    A superset of the app ids the table holds, whichever of these files a reader replays: which
+    ones it replays, in what order, and what each app id's version is, is left to delta-rs.
+    """
+    whole: set[int] = set()  # versions with a single-file checkpoint
+    parts: dict[tuple[int, int], set[int]] = {}  # (version, parts) -> parts present
+    checkpoints: dict[int, list[Location]] = {}
+    later: list[tuple[int, Location]] = []  # (last version covered, commit or compaction)
+    for entry in log.iterdir():
+        if match := _COMMIT.fullmatch(entry.name) or _COMPACTION.fullmatch(entry.name):
+            later.append((int(match[1]), entry))
+        elif match := _CHECKPOINT.fullmatch(entry.name):
+            version = int(match[1])
+            checkpoints.setdefault(version, []).append(entry)
+            if match[2] is None:
+                whole.add(version)
+            else:
+                parts.setdefault((version, int(match[3])), set()).add(int(match[2]))
+    complete = whole | {v for (v, n), have in parts.items() if have == set(range(1, n + 1))}
+    base = max(complete, default=-1)
+    found: set[str] = set()
+    for entry in checkpoints.get(base, []):
+        read = _parquet_app_ids if entry.name.endswith(".parquet") else _json_app_ids
+        found.update(read(entry))
+    for last, entry in later:
+        if last > base:
+            found.update(_json_app_ids(entry))
+    return found
+
+
+def _json_app_ids(file: Location) -> set[str]:
+    found: set[str] = set()
+    for line in file.read_text().splitlines():
+        if '"txn"' in line:
             txn = json.loads(line).get("txn")
             if txn and txn.get("appId") is not None:
-                found[txn["appId"]] = int(txn["version"])
+                found.add(str(txn["appId"]))
     return found
+
+
+def _parquet_app_ids(file: Location) -> set[str]:
+    import pyarrow.parquet as pq
+
+    with file.open("rb") as handle:
+        parquet = pq.ParquetFile(handle)
+        if "txn" not in parquet.schema_arrow.names:
+            return set()
+        txns = parquet.read(columns=["txn"]).column("txn").to_pylist()
+    return {str(t["appId"]) for t in txns if t and t.get("appId") is not None}
 
 
 def already_committed(path: str | Location, app_id: str, version: int) -> bool:
