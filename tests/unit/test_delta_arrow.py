@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from delta_tables.arrow import count_rows, equals, read_arrow
-from tests.conftest import REPO_ROOT
 
 ROWS = [{"id": i, "name": f"n{i}", "blob": bytes([i])} for i in range(5)]
 
@@ -42,20 +39,6 @@ def test_deleted_rows_are_not_counted(tmp_path: Path) -> None:
     DeltaTable(str(tmp_path / "t")).delete("id >= 3")
     assert count_rows(str(tmp_path / "t")) == 3
     assert sorted(read_arrow(str(tmp_path / "t"), ["id"]).column("id").to_pylist()) == [0, 1, 2]
-
-
-def test_a_process_that_read_a_table_exits_cleanly(tmp_path: Path) -> None:
-    """No Arrow I/O thread may outlive the interpreter (that aborts with status 134)."""
-    make_table(tmp_path / "t")
-    code = (
-        "from delta_tables.arrow import read_arrow\n"
-        f"print(read_arrow({str(tmp_path / 't')!r}).num_rows)\n"
-    )
-    for _ in range(5):
-        done = subprocess.run(
-            [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
-        )
-        assert (done.returncode, done.stdout, done.stderr) == (0, "5\n", "")
 
 
 def test_where_conditions_select_rows_and_quote_values(tmp_path: Path) -> None:

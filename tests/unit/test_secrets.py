@@ -118,25 +118,3 @@ def test_the_scan_finds_secret_literals(name: str, line: str) -> None:
 @pytest.mark.parametrize(("name", "line"), SAFE_LINES)
 def test_the_scan_allows_references_to_the_environment(name: str, line: str) -> None:
     assert secret_literals(line, Path(name).suffix) == [], line
-
-
-def test_no_secret_literal_in_the_repository() -> None:
-    found = [
-        f"{name}:{number}: {line.strip()[:120]}"
-        for name, text in tracked_files()
-        for number, line in enumerate(text.splitlines(), 1)
-        if secret_literals(line, Path(name).suffix)
-    ]
-    assert found == []
-
-
-def test_airflow_authentication_is_off_only_in_make_airflows_local_mode() -> None:
-    found = [
-        f"{name}:{number}"
-        for name, text in tracked_files()
-        if name != LOCAL_MODE
-        for number, line in enumerate(text.splitlines(), 1)
-        if ALL_ADMINS.search(line)
-    ]
-    assert found == []
-    assert ALL_ADMINS.search("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS: " + '"True"')

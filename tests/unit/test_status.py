@@ -10,8 +10,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from jobs.checkpoints.landing_changes import landing_files
 from jobs.cli.main import main
 from jobs.ops.status import RUN_KEYS, collect_status, pending_files
 from quality.frames import column_max, max_from_stats
-from tests.conftest import REPO_ROOT, take_output
+from tests.conftest import take_output
 from tests.quality_tables import (
     HOUR,
     INGESTED_AT,
@@ -219,22 +217,6 @@ def test_status_of_an_empty_home(config: RunoffConfig) -> None:
         for t in doc["tables"]
     ] == [("event_time", None, None), ("_ingested_at", None, None), (None, None, None)]
     assert doc["runs"] == []
-
-
-def test_status_never_imports_spark(config: RunoffConfig) -> None:
-    build_home(config)
-    code = (
-        "import sys\n"
-        "from jobs.cli.main import main\n"
-        f"rc = main(['--home', {str(config.home)!r}, 'status', 'events', '--json'])\n"
-        "assert rc == 0\n"
-        "assert not [m for m in sys.modules if m.startswith('pyspark')], 'pyspark imported'\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["tables"][0]["rows"] == 15
 
 
 # -- freshness: newest event, last commit, oldest pending landing file ---------------------------
