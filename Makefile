@@ -71,7 +71,7 @@ bench: install
 	$(RUN) python -m benchmarks
 
 soak: install
-	RUNOFF_SOAK_RUNS=50 $(RUN) pytest tests/integration/test_bronze_crash.py
+	RUNOFF_SOAK_RUNS=50 $(RUN) pytest tests/e2e/test_bronze_crash.py
 
 airflow: install
 	$(RUN) python -m dags.standalone

@@ -65,7 +65,8 @@ LABELS = {
     "s3": "S3 (moto's server on loopback), local[2]",
     "cluster": "local files, standalone cluster (1 worker, 2 cores)",
 }
-# The driver listens on loopback, where the worker's executor reaches it (tests/cluster).
+# The driver listens on loopback, where the worker's executor reaches it
+# (tests/e2e/test_spark_cluster.py).
 CLUSTER_CONF = "spark.driver.host=127.0.0.1,spark.driver.bindAddress=127.0.0.1"
 RUN_TIMEOUT = 1800
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tests.dags.receiver import Receiver
+    from tests.receiver import Receiver
 
 DAG_ID = "runoff_events"
 # A run takes about a minute on an idle 2-core machine; allow for a busy one.

@@ -1,13 +1,13 @@
 """Airflow as docker/compose.yaml deploys it, as data: the commands and the configuration.
 
-docker/compose.yaml runs PostgreSQL and each Airflow component as a service: `airflow-init`
-runs INIT_COMMANDS once, then `airflow-api-server`, `airflow-scheduler` (LocalExecutor: the
-tasks, each a spark-submit through the `spark_default` connection, run there),
-`airflow-dag-processor` and `airflow-triggerer` run `component_command(<component>)`, every one
-with `airflow_settings(<site>)` in its environment. tests/e2e/test_airflow_postgres.py runs the
-same commands with the same settings as processes on loopback (its own PostgreSQL server:
-tests/postgres_server.py), and tests/unit/test_docker_airflow.py checks that compose runs exactly
-these commands with exactly these keys (and, for compose's site, these values).
+docker/compose.yaml runs PostgreSQL and each Airflow component as a service: `airflow-init` runs
+INIT_COMMANDS once, then `airflow-api-server`, `airflow-scheduler` (LocalExecutor: the tasks, each a
+spark-submit through the `spark_default` connection, run there), `airflow-dag-processor` and
+`airflow-triggerer` run `component_command(<component>)`, every one with `airflow_settings(<site>)`
+in its environment. tests/e2e/test_airflow_postgres.py runs the same commands with the same settings
+as processes on loopback (its own PostgreSQL server: tests/postgres_server.py), and
+tests/unit/docker/test_compose_airflow.py checks that compose runs exactly these commands with
+exactly these keys (and, for compose's site, these values).
 
 What differs between deployments is a `Site`: where the database and the API server are, the
 secrets, the DAG folder, the Spark master. Secrets are never literals: compose takes them from

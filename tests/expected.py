@@ -3,7 +3,7 @@
 Nothing here imports the pipeline (no Spark, no jobs.datasets, no jobs.samples.generator): the
 record schemas, required fields and window rules are restated from the seed specs
 (jobs/datasets/*.yaml, README "Dataset spec reference") and the landing line contract, and
-tests/unit/test_generate.py checks this restatement against the dataset modules.
+tests/unit/jobs/samples/test_generator.py checks this restatement against the dataset modules.
 
 A landing line is
 - blank: empty or only ASCII whitespace (ignored);

@@ -1,8 +1,8 @@
 """A Spark standalone cluster on loopback: one master and one worker, each its own JVM.
 
-Both are started with PySpark's own `spark-class` (SPARK_HOME = the installed pyspark package),
-the launcher docker/compose.yaml's `spark-master` and `spark-worker` services run: the command
-lines come from `master_command` and `worker_command` here, and tests/unit/test_docker_cluster.py
+Both are started with PySpark's own `spark-class` (SPARK_HOME = the installed pyspark package), the
+launcher docker/compose.yaml's `spark-master` and `spark-worker` services run: the command lines
+come from `master_command` and `worker_command` here, and tests/unit/docker/test_compose_cluster.py
 checks that the compose services run the same classes with the same flags (only hosts, ports and
 paths differ).
 

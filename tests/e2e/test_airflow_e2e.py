@@ -53,9 +53,9 @@ from tests.airflow_api import (
     wait_for_dags,
 )
 from tests.browser import DevTools, assert_not_blank, devtools_page
-from tests.dags.receiver import Receiver
-from tests.dags.tables import assert_silver_matches_expected, snapshot_tables
-from tests.dags.user_specs import write_orders
+from tests.receiver import Receiver
+from tests.tables import assert_silver_matches_expected, snapshot_tables
+from tests.user_specs import write_orders
 
 pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.slow, pytest.mark.browser]
 

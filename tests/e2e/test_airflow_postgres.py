@@ -2,7 +2,7 @@
 
 The test starts its own PostgreSQL (tests/postgres_server.py: Debian's binaries, a throw-away
 cluster on a free loopback port, a generated password), then runs compose's Airflow commands
-(tests/airflow_deployment.py, which tests/unit/test_docker_airflow.py holds compose to):
+(tests/airflow_deployment.py, which tests/unit/docker/test_compose_airflow.py holds compose to):
 `airflow db migrate` and the `spark` pool, then api-server, scheduler (LocalExecutor),
 dag-processor and triggerer, each its own process with the deployment's settings in its
 environment: the metadata database on PostgreSQL through psycopg 3 (sync and async), a JWT secret
@@ -21,7 +21,7 @@ After each, bronze, quarantine and silver equal tests/expected.py's computation 
 delivered (kept aside: bronze archives ingested files), row for row. Airflow's own record of the
 runs is read from PostgreSQL. Every process is stopped by its process group in a `finally`, the
 PostgreSQL server by its pid, also when the test fails. (That a backfill leaves the live
-checkpoints alone and commits nothing when run again is tests/integration/test_backfill.py's.)
+checkpoints alone and commits nothing when run again is tests/spark/jobs/backfill/test_job.py's.)
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ from tests.airflow_deployment import (
     new_secrets,
 )
 from tests.conftest import REPO_ROOT
-from tests.dags.tables import assert_silver_matches_expected, read_table
 from tests.postgres_server import running_postgres
+from tests.tables import assert_silver_matches_expected, read_table
 
 pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.slow]
 

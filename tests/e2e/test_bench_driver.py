@@ -1,6 +1,6 @@
 """The benchmark driver (`python -m benchmarks`) runs each benchmark in its own process and writes
-the README table: driven for real on fake benchmark packages (tests/unit/test_bench_driver.py has
-the pure parts)."""
+the README table: driven for real on fake benchmark packages (tests/unit/benchmarks/test_driver.py
+has the pure parts)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from benchmarks.result import (
     metric,
     write_result,
 )
-from tests.unit.test_bench_driver import (
+from tests.unit.benchmarks.test_driver import (
     CRASHES,
     ONLY_RETURNS,
     README_TEXT,

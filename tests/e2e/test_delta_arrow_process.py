@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT
-from tests.unit.test_delta_arrow import make_table
+from tests.unit.delta_tables.test_arrow import make_table
 
 
 def test_a_process_that_read_a_table_exits_cleanly(tmp_path: Path) -> None:

@@ -30,9 +30,9 @@ from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
 from jobs.samples import generate
 from tests import expected
-from tests.dags.tables import assert_silver_matches_expected
-from tests.integration.test_bronze import canonical
 from tests.s3_server import S3_CLIENT_VARIABLES, S3Server, s3_server
+from tests.spark.jobs.bronze.test_job import canonical
+from tests.tables import assert_silver_matches_expected
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ import sys
 
 from core.config import RunoffConfig
 from tests.conftest import REPO_ROOT
-from tests.unit.test_status import build_home
+from tests.unit.jobs.ops.test_status import build_home
 
 
 def test_status_never_imports_spark(config: RunoffConfig) -> None:

@@ -1,0 +1,222 @@
+"""`runoff serve` and its clients: the same commands, the same rows, the same exit codes.
+
+One server for the module (`runoff serve --socket ...`, a real process with its own JVM, stopped
+by its pid at the end); each test drives it with `runoff` clients (real processes with
+`RUNOFF_SERVER` set) in homes of its own, and compares the tables with tests/expected.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from core.config import RunoffConfig
+from core.locking import checkpoint_lock
+from delta_tables.ledger import read_runs
+from jobs.ops.status import bronze_checkpoint
+from tests.conftest import REPO_ROOT
+from tests.spark.jobs.bronze.test_job import assert_tables_hold_exactly, land
+from tests.tables import assert_silver_matches_expected, snapshot_tables
+from tests.terminal import run_on_terminal, screen_lines
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+START_TIMEOUT = 240.0
+RUN_TIMEOUT = 300.0
+RESUME = "the next run resumes from the checkpoint"
+
+
+@dataclass
+class Server:
+    socket: Path
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def env(self) -> dict[str, str]:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("RUNOFF_")}
+        return {**clean, "PYTHONPATH": str(REPO_ROOT), "RUNOFF_SERVER": str(self.socket)}
+
+    def command(self, home: Path, *args: str) -> list[str]:
+        return [sys.executable, "-m", "jobs.cli", "--home", str(home), *args]
+
+    def run(self, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(home, *args),
+            cwd=REPO_ROOT,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+            check=False,
+        )
+
+    def start(self, home: Path, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.command(home, *args),
+            cwd=REPO_ROOT,
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("server")
+    socket_path = root / "runoff.sock"
+    log = root / "serve.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNOFF_")}
+    env.update({"PYTHONPATH": str(REPO_ROOT), "RUNOFF_SPARK_MASTER": "local[2]"})
+    argv = ["--home", str(root / "home"), "serve", "--socket", str(socket_path)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", *argv],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while "runoff: serving on" not in log.read_text(errors="replace"):
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+        yield Server(socket_path, process, log)
+        # SIGTERM stops it: Spark stopped, socket removed, exit 0.
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 0, log.read_text()[-3000:]
+        assert not socket_path.exists()
+        assert log.read_text().rstrip().endswith("runoff: server stopped")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=60)
+
+
+def test_a_pipeline_through_the_server_holds_exactly_the_landed_rows(
+    server: Server, tmp_path: Path
+) -> None:
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    files = land(config, "events", files=3, seed=11)
+    bronze = server.run(config.home, "bronze", "events")
+    assert bronze.returncode == 0, bronze.stderr
+    summary = [line for line in bronze.stdout.splitlines() if "bronze events: success" in line]
+    assert len(summary) == 1, bronze.stdout  # printed once
+    assert_tables_hold_exactly(config, "events", files)
+    for command in ("silver", "validate"):
+        done = server.run(config.home, command, "events")
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert_silver_matches_expected(config, "events")
+    # The ledger: one row per command, written by the server in the client's home.
+    layers = [r["layer"] for r in read_runs(config.runs_path)]
+    assert sorted(layers) == ["bronze", "silver", "validate"]
+    # Nothing new: a run through the warm driver changes nothing.
+    tables = snapshot_tables(config, "events")
+    again = server.run(config.home, "run", "events")
+    assert again.returncode == 0, again.stderr
+    assert snapshot_tables(config, "events") == tables
+
+
+def test_exit_codes_through_the_server_are_the_documented_ones(
+    server: Server, tmp_path: Path
+) -> None:
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    land(config, "events", files=1, seed=12)
+    unknown = server.run(config.home, "bronze", "nope")
+    assert unknown.returncode == 2
+    assert unknown.stderr.count("\n") == 1 and "nope" in unknown.stderr, unknown.stderr
+    empty = server.run(
+        config.home, "backfill", "events", "--start", "2024-01-02", "--end", "2024-01-01"
+    )
+    assert empty.returncode == 2, empty.stderr
+    assert empty.stderr.startswith("runoff: error: --end"), empty.stderr
+    with checkpoint_lock(bronze_checkpoint(config, "events"), "a test"):
+        held = server.run(config.home, "bronze", "events")
+    assert held.returncode == 3, held.stderr
+    assert held.stderr.count("\n") == 1 and "is in use by pid" in held.stderr, held.stderr
+    # The server is fine afterwards: the same command now succeeds.
+    assert server.run(config.home, "bronze", "events").returncode == 0
+
+
+def test_ctrl_c_on_a_terminal_stops_the_command_in_the_server(
+    server: Server, tmp_path: Path
+) -> None:
+    """SIGINT to the client's process group mid-run: exit 130 and one line, as a local run (the
+    live status line shown on the client's terminal meanwhile); the ledger says interrupted; the
+    next run finishes exactly once."""
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    files = land(config, "events", files=4, seed=13)
+    interrupted: list[bool] = []
+
+    def ctrl_c(output: bytes, pid: int) -> None:
+        if not interrupted and b"bronze events batch 0:" in output:  # not the live line
+            os.killpg(os.getpgid(pid), signal.SIGINT)  # what the terminal does on Ctrl-C
+            interrupted.append(True)
+
+    argv = server.command(config.home, "bronze", "events", "--max-files-per-trigger", "1")
+    output, code = run_on_terminal(argv, REPO_ROOT, server.env(), RUN_TIMEOUT, ctrl_c)
+    assert b"bronze events batch 0 running: 1 file" in output, output  # the live status line
+    text = "\n".join(screen_lines(output))  # what the terminal shows once the client ended
+    assert interrupted, text
+    assert code == 130, text
+    after = text[text.index("bronze events batch 0") :].splitlines()[1:]
+    after = [line for line in after if line.strip() and "bronze events batch" not in line]
+    assert len(after) == 1 and after[0].startswith(f"runoff: interrupted; {RESUME}"), text
+    runs = read_runs(config.runs_path)
+    assert [(r["layer"], r["status"]) for r in runs] == [("bronze", "interrupted")], runs
+    finished = server.run(config.home, "bronze", "events")
+    assert finished.returncode == 0, finished.stderr
+    assert_tables_hold_exactly(config, "events", files)
+
+
+def test_sigterm_and_a_vanished_client_stop_their_command_and_the_server_goes_on(
+    server: Server, tmp_path: Path
+) -> None:
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    files = land(config, "events", files=4, seed=14)
+    client = server.start(config.home, "bronze", "events", "--max-files-per-trigger", "1")
+    assert client.stdout is not None and client.stderr is not None
+    assert "bronze events batch 0" in client.stdout.readline()
+    client.send_signal(signal.SIGTERM)
+    assert client.wait(timeout=RUN_TIMEOUT) == 143
+    assert client.stderr.read().startswith(f"runoff: terminated (SIGTERM); {RESUME}")
+    # A client killed outright: the server stops its command when the connection drops.
+    client = server.start(config.home, "bronze", "events", "--max-files-per-trigger", "1")
+    assert client.stdout is not None
+    assert "bronze events batch" in client.stdout.readline()
+    client.kill()
+    client.wait(timeout=60)
+    finished = server.run(config.home, "bronze", "events")  # waits for its turn, then runs
+    assert finished.returncode == 0, finished.stderr
+    assert_tables_hold_exactly(config, "events", files)
+    statuses = [r["status"] for r in read_runs(config.runs_path)]
+    assert statuses.count("interrupted") == 2 and statuses[-1] == "success", statuses
+
+
+def test_a_second_client_waits_for_its_turn(server: Server, tmp_path: Path) -> None:
+    homes = [tmp_path / "a", tmp_path / "b"]
+    landed = {}
+    for i, home in enumerate(homes):
+        config = RunoffConfig.from_sources(home=home, env={})
+        landed[home] = land(config, "events", files=3, seed=20 + i)
+    first = server.start(homes[0], "bronze", "events", "--max-files-per-trigger", "1")
+    assert first.stdout is not None
+    assert "bronze events batch 0" in first.stdout.readline()
+    second = server.run(homes[1], "bronze", "events")
+    assert first.wait(timeout=RUN_TIMEOUT) == 0
+    assert second.returncode == 0, second.stderr
+    assert second.stderr.startswith("runoff: waiting for the server's current command (runoff")
+    for home in homes:
+        assert_tables_hold_exactly(
+            RunoffConfig.from_sources(home=home, env={}), "events", landed[home]
+        )
