@@ -14,9 +14,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,7 +32,6 @@ from delta_tables.ledger import RunRecord, read_runs
 from jobs.samples import generate
 from jobs.silver import SilverOptions, run_silver
 from tests import expected
-from tests.conftest import REPO_ROOT
 from tests.seeds import seed as get_dataset
 
 pytestmark = pytest.mark.spark
@@ -173,9 +169,8 @@ class Pipeline:
     lines: list[str]
 
 
-@pytest.fixture(scope="module")
-def landing(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Landing]:
-    """Generated landing files per dataset, made once for the module."""
+def landings(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Landing]:
+    """Generated landing files per dataset, each made on first use."""
     made: dict[str, Landing] = {}
 
     def get(dataset: str) -> Landing:
@@ -185,6 +180,12 @@ def landing(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Landing
         return made[dataset]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Landing]:
+    """Generated landing files per dataset, made once for the module."""
+    return landings(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -269,98 +270,6 @@ def test_events_tables_keep_the_notebook_invariants(pipeline: Callable[[str], Pi
 
 
 # -- batching does not change the result -------------------------------------------------------
-@pytest.mark.slow
-@pytest.mark.parametrize("dataset", ["events", "sensors"])
-def test_result_is_the_same_in_one_batch_per_file_and_in_several_runs(
-    spark: Any, tmp_path: Path, landing: Callable[[str], Landing], dataset: str
-) -> None:
-    files = landing(dataset).files
-    records = expected.valid_records(files)
-
-    one_file_per_batch = new_config(tmp_path, "per-file")
-    append_bronze(one_file_per_batch, dataset, files)
-    record, _ = silver(spark, one_file_per_batch, dataset, max_files_per_trigger=1)
-    for details in record.details["tables"].values():
-        assert details["batches"] >= len(files)  # one file per batch (+ no-data batches)
-
-    several_runs = new_config(tmp_path, "several-runs")
-    for part in (files[:2], files[2:5], files[5:]):
-        append_bronze(several_runs, dataset, part)
-        silver(spark, several_runs, dataset)
-    runs = read_runs(several_runs.runs_path, dataset)
-    assert [r["status"] for r in runs] == ["success"] * 3
-
-    per_file = assert_matches_expected(one_file_per_batch, dataset, records)
-    in_runs = assert_matches_expected(several_runs, dataset, records)
-    for table, rows in per_file.items():
-        keys = get_dataset(dataset).aggregate(table).keys
-        assert_same_rows(table, keys, in_runs[table], rows)
-
-
-def wait_for_locks(config: RunoffConfig, dataset: str, timeout: float = 120.0) -> None:
-    """Wait until the killed run's locks are free: a SIGKILLed process releases its files when
-    its last thread has exited, which can be a moment after it shows up as dead."""
-    deadline = time.monotonic() + timeout
-    for aggregate in get_dataset(dataset).aggregates:
-        checkpoint = config.checkpoint_dir("silver", aggregate.table)
-        while True:
-            try:
-                with checkpoint_lock(checkpoint, "test: wait for the killed run"):
-                    break
-            except LockHeldError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-
-
-@pytest.mark.slow
-def test_run_killed_mid_run_then_rerun_gives_the_same_tables(
-    spark: Any, tmp_path: Path, landing: Callable[[str], Landing]
-) -> None:
-    """`runoff silver` (a real process) is SIGKILLed after its first batches, then run again."""
-    dataset = "sensors"
-    files = landing(dataset).files
-    config = new_config(tmp_path, "home")
-    append_bronze(config, dataset, files)
-    command = [
-        UV, "run", "--frozen", "runoff", "--home", str(config.home),
-        "silver", dataset, "--max-files-per-trigger", "1",
-    ]  # fmt: skip
-    env = {**os.environ, "RUNOFF_SPARK_MASTER": "local[1]", "PYTHONUNBUFFERED": "1"}
-    errors = tmp_path / "stderr.txt"
-    with errors.open("w") as stderr:
-        child = subprocess.Popen(
-            command,
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            start_new_session=True,  # its own process group: uv, Python and the JVM die together
-        )
-    seen: list[str] = []
-    try:
-        assert child.stdout is not None
-        for line in child.stdout:
-            seen.append(line)
-            if " batch 2:" in line:
-                break
-    finally:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.wait()
-    wait_for_locks(config, dataset)
-    assert any(" batch 2:" in line for line in seen), (seen, errors.read_text()[-2000:])
-    assert child.returncode == -signal.SIGKILL
-    assert read_runs(config.runs_path, dataset) == []  # the killed run never finished
-    versions = {agg.table: table_version(config.silver_path(agg.table))
-                for agg in get_dataset(dataset).aggregates}  # fmt: skip
-    assert max(versions.values()) >= 1  # some batches were committed before the kill
-
-    record, _ = silver(spark, config, dataset)
-
-    assert record.status == "success"
-    assert record.versions_before == versions
-    assert_matches_expected(config, dataset, expected.valid_records(files))
 
 
 # -- late rows ---------------------------------------------------------------------------------
