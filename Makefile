@@ -57,8 +57,10 @@ postgres:
 
 # Two workers (pytest-xdist), a test file per worker at a time: each worker has its own
 # SparkSession, and a file's module fixtures (a runoff server, an Airflow) stay on one worker.
+# Files are handed out in collection order, the longest first (tests/conftest.py), not by
+# their number of tests (xdist's default would start the long one-test files last).
 pytest: install browser postgres
-	$(RUN) pytest -n 2 --dist loadfile
+	$(RUN) pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 test: lint typecheck pytest
 
