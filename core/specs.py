@@ -397,10 +397,24 @@ def _spec_from(doc: Mapping[str, Any], file: Path) -> DatasetSpec:
     )
 
 
+class _SpecLoader(yaml.SafeLoader):
+    """YAML's safe loader without aliases (`*name`): a spec never needs them, and nested aliases
+    expand exponentially (a few hundred bytes can stand for billions of nodes, which would hang
+    every command and Airflow's DAG parsing while the schema check walks them)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not allowed in a spec", mark
+            )
+        return super().compose_node(parent, index)
+
+
 def load_spec(path: Path) -> DatasetSpec:
     """Read and check one spec file; `SpecError` lists every problem, naming file and key."""
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_SpecLoader)
     except OSError as exc:
         raise SpecError([f"{path}: cannot be read ({exc.strerror or exc})"]) from exc
     except yaml.YAMLError as exc:

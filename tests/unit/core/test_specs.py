@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 from core.errors import ConfigError
-from core.specs import SEED_DIR, SpecError, interval_seconds, load_spec, scan
+from core.specs import SEED_DIR, SpecError, SpecScan, interval_seconds, load_spec, scan
 
 GOOD = """\
 name: shop
@@ -306,3 +307,38 @@ def test_freshness_of_a_running_total_is_refused(tmp_path: Path) -> None:
         f"{path}: expectations.shop_totals[0].expect: freshness needs an event time: a silver "
         "table without a window (a running total) has none",
     )
+
+
+def alias_bomb(levels: int = 9) -> str:
+    """A spec whose description is a list of nested aliases standing for 9**levels strings in
+    under 1 KB (its type error would print all of them)."""
+    items = ['&l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for level in range(1, levels):
+        items.append(f"&l{level} [" + ", ".join([f"*l{level - 1}"] * 9) + "]")
+    return GOOD + "description: [" + ", ".join(items) + "]\n"
+
+
+def test_yaml_aliases_are_refused_naming_the_line(tmp_path: Path) -> None:
+    """Refused while the file is read, before anything walks what the aliases stand for: the
+    check runs in a thread so that a walk of 9**9 nodes fails the test instead of hanging it."""
+    bomb = write(tmp_path / "mine", "bomb", alias_bomb())
+    assert len(bomb.read_bytes()) < 1024
+    write(tmp_path / "mine", "shop", GOOD)
+    found: list[SpecScan] = []
+    worker = threading.Thread(
+        target=lambda: found.append(scan([SEED_DIR, tmp_path / "mine"])), daemon=True
+    )
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "a spec's aliases were expanded"
+    (result,) = found
+    assert sorted(result.specs) == ["activity", "events", "lines", "sensors", "shop"]
+    line = len(GOOD.splitlines()) + 1  # the description's line, the first after GOOD
+    assert result.problems == {
+        bomb: (f"{bomb}: line {line}: not valid YAML (aliases (*name) are not allowed in a spec)",)
+    }
+
+
+def test_anchors_without_aliases_still_load(tmp_path: Path) -> None:
+    path = write(tmp_path, "shop", GOOD.replace("keys: [id]", "keys: &keys [id]"))
+    assert load_spec(path).silver[0].keys == ("id",)
