@@ -11,6 +11,7 @@ The format is documented in the README ("Dataset spec reference").
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -246,6 +247,16 @@ def _schema_problems(doc: Any) -> list[tuple[str, str]]:
 def _rule_problems(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
     """What the JSON Schema cannot say: uniqueness, combinations, reserved names."""
     problems: list[tuple[str, str]] = []
+    source_path = (doc.get("source") or {}).get("path") or ""
+    relative = "://" not in source_path and not Path(source_path).expanduser().is_absolute()
+    if source_path and relative and posixpath.normpath(source_path).split("/")[0] == "..":
+        problems.append(
+            (
+                "source.path",
+                f"{source_path!r} leaves the data folder: use a path inside it, or an absolute "
+                "path",
+            )
+        )
     tables: set[str] = set()
     for i, silver in enumerate(doc.get("silver") or []):
         key = f"silver[{i}]"

@@ -16,6 +16,7 @@ Everything else asks this module; nothing here imports pyspark at module level (
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,7 +98,33 @@ class Catalog:
 
     @classmethod
     def load(cls, config: RunoffConfig) -> Catalog:
-        return cls(config, scan(config.dataset_dirs))
+        return cls(config, scan(config.dataset_dirs))._without_shared_landing()
+
+    def _without_shared_landing(self) -> Catalog:
+        """Refuse a spec whose landing folder is another's, lies inside it or holds it: bronze
+        archives the files it ingests, so the other dataset would never see them. The spec found
+        first keeps its folder; the other is refused naming both files."""
+        specs = dict(self._found.specs)
+        problems = dict(self._found.problems)
+        kept: list[tuple[DatasetSpec, str]] = []
+        for spec in self._found.specs.values():
+            try:
+                folder = _folder_text(self.landing_dir(spec.name))
+            except ConfigError:
+                continue  # a source.path runoff cannot read fails where it is used, by name
+            other = next((k for k in kept if _overlap(folder, k[1])), None)
+            if other is None:
+                kept.append((spec, folder))
+                continue
+            del specs[spec.name]
+            problems[spec.file] = (
+                f"{spec.file}: source.path: the landing folder {folder} overlaps {other[1]} of "
+                f"dataset {other[0].name!r} ({other[0].file}): bronze archives the files it "
+                "ingests, so one dataset would miss the other's files; give each its own folder",
+            )
+        if len(specs) == len(self._found.specs):
+            return self
+        return Catalog(self.config, SpecScan(specs=specs, problems=problems))
 
     # -- datasets -------------------------------------------------------------------------
     @property
@@ -233,3 +260,14 @@ def ensure_table(spark: SparkSession, table: Table, schema: StructType | None = 
         builder = builder.property(key, value)
     builder.execute()
     return True
+
+
+def _folder_text(folder: Location) -> str:
+    """A landing folder as comparable text: a normalized local path, or the URI."""
+    text = str(folder)
+    return text.rstrip("/") if "://" in text else os.path.normpath(text)
+
+
+def _overlap(one: str, other: str) -> bool:
+    """The same folder, or one inside the other."""
+    return one == other or one.startswith(other + "/") or other.startswith(one + "/")

@@ -446,7 +446,11 @@ def test_datasets_folder_adds_its_datasets(
 def test_datasets_from_the_environment(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    other = MINE_SPEC.replace("name: mine", "name: other").replace("mine_per", "other_per")
+    other = (
+        MINE_SPEC.replace("name: mine", "name: other")
+        .replace("mine_per", "other_per")
+        .replace("inbox/mine", "inbox/other")
+    )
     first = spec_folder(tmp_path / "a", mine=MINE_SPEC)
     second = spec_folder(tmp_path / "b", other=other)
     home = str(tmp_path / "home")
@@ -463,7 +467,11 @@ def test_datasets_from_the_environment(
 def test_datasets_is_repeatable_before_and_after_the_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    other = MINE_SPEC.replace("name: mine", "name: other").replace("mine_per", "other_per")
+    other = (
+        MINE_SPEC.replace("name: mine", "name: other")
+        .replace("mine_per", "other_per")
+        .replace("inbox/mine", "inbox/other")
+    )
     first = spec_folder(tmp_path / "a", mine=MINE_SPEC)
     second = spec_folder(tmp_path / "b", other=other)
     home = str(tmp_path / "home")
