@@ -5,6 +5,7 @@ imports Airflow; its fixtures are registered there."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -37,3 +38,11 @@ def airflow_db() -> None:
     from airflow.utils import db
 
     db.initdb()
+
+
+@pytest.fixture
+def spark_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Airflow's `spark_default` connection: the local master (what the DAG tasks submit to)."""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[*]"})
+    )

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tests.airflow_env import _remove_airflow_home, airflow_db
+from tests.airflow_env import _remove_airflow_home, airflow_db, spark_connection
 
-__all__ = ["_remove_airflow_home", "airflow_db"]
+__all__ = ["_remove_airflow_home", "airflow_db", "spark_connection"]

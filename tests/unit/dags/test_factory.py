@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -80,13 +79,6 @@ def user_specs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[Pat
 def user_dagbag(user_specs: tuple[Path, dict[Path, str]]) -> Any:
     """The seed datasets, `orders`, and two refused specs."""
     return parse_dags(user_specs[0])
-
-
-@pytest.fixture
-def spark_connection(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[*]"})
-    )
 
 
 def test_dagbag_imports_every_dag_without_errors(dagbag: Any) -> None:
