@@ -71,7 +71,7 @@ from jobs.streaming.query import (
     BatchFunction,
     CurrentBatch,
     checkpoint_locks,
-    first_line,
+    error_line,
     guard_checkpoint,
     raise_failure,
 )
@@ -474,7 +474,7 @@ def run_silver(
         f"in {dataset.spec.file}, then run `runoff silver {dataset.name}` again: it reads the same "
         "bronze rows"
     )
-    with recorded_run(config.runs_path, record, describe=first_line):
+    with recorded_run(config.runs_path, record, describe=error_line):
         record.versions_before = {table: table_version(path) for table, path in tables.items()}
         record.versions_after = dict(record.versions_before)
         checkpoints = [t.checkpoint for t in catalog.tables(dataset.name).silver if t.checkpoint]

@@ -281,7 +281,7 @@ def run_backfill(
     from delta_tables.catalog import Catalog
     from delta_tables.ledger import recorded_run
     from jobs.streaming.dataset import load_dataset
-    from jobs.streaming.query import checkpoint_locks, first_line
+    from jobs.streaming.query import checkpoint_locks, error_line
     from quality.gate import Gate, record_checks, say_problems
     from quality.suites import checked_tables
 
@@ -304,7 +304,7 @@ def run_backfill(
         result.changes.append(change)
         report(change.line())
 
-    with recorded_run(config.runs_path, record, describe=first_line):
+    with recorded_run(config.runs_path, record, describe=error_line):
         record.versions_before = {t: table_version(p) for t, p in paths.items()}
         record.versions_after = dict(record.versions_before)
         try:

@@ -82,7 +82,7 @@ from jobs.streaming.query import (
     BatchProgress,
     RunProgress,
     elapsed,
-    first_line,
+    error_line,
     guard_checkpoint,
     run_query,
     summary_line,
@@ -375,7 +375,7 @@ def run_bronze(
     }
     progress = RunProgress(job, record)
     with (
-        recorded_run(config.runs_path, record, describe=first_line),
+        recorded_run(config.runs_path, record, describe=error_line),
         checkpoint_lock(checkpoint, f"runoff {job}", config.lock_path(checkpoint)),
     ):
         record.versions_before = {t: table_version(p) for t, p in tables.items()}

@@ -124,7 +124,7 @@ def run_maintain(
 ) -> list[TableMaintenance]:
     """Maintain every table of `dataset` and the run ledger; one ledger row."""
     from delta_tables.ledger import recorded_run
-    from jobs.streaming.query import checkpoint_locks, first_line
+    from jobs.streaming.query import checkpoint_locks, error_line
 
     catalog = Catalog.load(config)
     tables = list(catalog.tables(dataset))
@@ -132,7 +132,7 @@ def run_maintain(
     record = RunRecord(dataset=dataset, layer="maintain", trigger="manual")
     results: list[TableMaintenance] = []
     with (
-        recorded_run(config.runs_path, record, describe=first_line),
+        recorded_run(config.runs_path, record, describe=error_line),
         checkpoint_locks(
             config,
             [t.checkpoint for t in tables if t.checkpoint is not None],

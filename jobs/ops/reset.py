@@ -60,7 +60,7 @@ def reset_targets(
 
 def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
     from delta_tables.ledger import RunRecord, recorded_run
-    from jobs.streaming.query import checkpoint_locks, first_line
+    from jobs.streaming.query import checkpoint_locks, error_line
 
     dataset: str = args.dataset
     layer: str = args.layer
@@ -79,7 +79,7 @@ def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
     record = RunRecord(dataset=dataset, layer="reset", trigger=layer)
     deleted: list[str] = []
     with (
-        recorded_run(config.runs_path, record, describe=first_line),
+        recorded_run(config.runs_path, record, describe=error_line),
         checkpoint_locks(config, checkpoints, f"reset {dataset} --layer {layer}"),
     ):
         for table in tables:

@@ -16,7 +16,7 @@ their causes, py4j's Java stack trace) and recognizes:
   else, when Spark's message is one of its log-reading errors, the checkpoint and the reset.
 
 The CLI (`jobs.cli.main._report`), the streaming jobs (`jobs.streaming.query.run_query`, silver's
-`await_query`) and the ledger's error column (`jobs.streaming.query.first_line`) use it.
+`await_query`) and the ledger's error column (`jobs.streaming.query.error_line`) use it.
 """
 
 from __future__ import annotations

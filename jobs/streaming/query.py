@@ -13,10 +13,12 @@ API (small on purpose):
 - `BatchProgress` + `batch_line()` and `summary_line()`: the progress line printed per
   micro-batch and the closing line of a run; `CurrentBatch`: the micro-batch under way, for the
   live status line on a terminal (`core.console.live_status`).
-- `first_line(exc)`: what the ledger's `recorded_run` records as the error of a failed run
+- `error_line(exc)`: what the ledger's `recorded_run` records as the error of a failed run
   (a known cause named, `jobs.streaming.failures`).
 - `BatchFunction` + `run_query(...)`: wrap a `foreachBatch` function so that a failure inside a
-  batch reaches the caller as the original exception (not pages of JVM text).
+  batch reaches the caller as the original exception (not pages of JVM text); `raise_failure`
+  is that one failed-query handler, also used by silver's own query loop.
+- `checkpoint_locks(config, checkpoints, what)`: every checkpoint's lock for a run's duration.
 """
 
 from __future__ import annotations
@@ -296,7 +298,7 @@ def _version(version: int) -> str:
 
 
 # -- the ledger ---------------------------------------------------------------------------
-def first_line(exc: BaseException) -> str:
+def error_line(exc: BaseException) -> str:
     """The line that says what went wrong: a known cause's message (`jobs.streaming.failures`),
     else the exception's first line (`delta_tables.ledger.first_line`)."""
     known = None if isinstance(exc, RunoffError) else explain(exc)
@@ -392,10 +394,10 @@ def raise_failure(
     if cause is not None:
         raise RunoffError(
             f"{name} failed in batch {function.failed_batch}: "
-            f"{type(cause).__name__}: {first_line(cause)}"
+            f"{type(cause).__name__}: {error_line(cause)}"
         ) from cause
     where = f" after batch {after_batch}" if after_batch is not None else ""
-    raise RunoffError(f"{name} failed{where}: {first_line(exc)}") from exc
+    raise RunoffError(f"{name} failed{where}: {error_line(exc)}") from exc
 
 
 @contextmanager

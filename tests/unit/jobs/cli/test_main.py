@@ -392,6 +392,12 @@ silver:
     keys: [id]
     measures: {n: "count(*)"}
 """
+# A second dataset, in its own landing folder (two datasets never share one).
+OTHER_SPEC = (
+    MINE_SPEC.replace("name: mine", "name: other")
+    .replace("mine_per", "other_per")
+    .replace("inbox/mine", "inbox/other")
+)
 
 
 def spec_folder(path: Path, **files: str) -> Path:
@@ -446,13 +452,8 @@ def test_datasets_folder_adds_its_datasets(
 def test_datasets_from_the_environment(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    other = (
-        MINE_SPEC.replace("name: mine", "name: other")
-        .replace("mine_per", "other_per")
-        .replace("inbox/mine", "inbox/other")
-    )
     first = spec_folder(tmp_path / "a", mine=MINE_SPEC)
-    second = spec_folder(tmp_path / "b", other=other)
+    second = spec_folder(tmp_path / "b", other=OTHER_SPEC)
     home = str(tmp_path / "home")
     Path(home).mkdir()
     # Without them, `mine` is unknown.
@@ -467,13 +468,8 @@ def test_datasets_from_the_environment(
 def test_datasets_is_repeatable_before_and_after_the_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    other = (
-        MINE_SPEC.replace("name: mine", "name: other")
-        .replace("mine_per", "other_per")
-        .replace("inbox/mine", "inbox/other")
-    )
     first = spec_folder(tmp_path / "a", mine=MINE_SPEC)
-    second = spec_folder(tmp_path / "b", other=other)
+    second = spec_folder(tmp_path / "b", other=OTHER_SPEC)
     home = str(tmp_path / "home")
     Path(home).mkdir()
     for argv in (
