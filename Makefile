@@ -10,6 +10,8 @@ RUN := $(UV) run --frozen
 # compiled at install time: every Spark Python worker imports pyspark, pyarrow and deltalake.
 # Then the Data Docs assets (quality/vendor/package-lock.json, from the npm registry) with npm,
 # installed from Debian's packages when missing; `npm ci` reruns only when the lockfile changes.
+# Last, the class archive every Spark driver starts from (jobs/spark.py, CLASS_ARCHIVE), made
+# again when the jars or the locked environment change.
 install: check-java jars
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet --user uv
 	$(UV) sync --frozen --extra postgres --compile-bytecode
@@ -18,6 +20,8 @@ install: check-java jars
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq npm >/dev/null; }
 	@[ quality/vendor/node_modules/.package-lock.json -nt quality/vendor/package-lock.json ] || \
 	  (cd quality/vendor && npm ci)
+	@[ jvm/jars/driver.jsa -nt uv.lock ] && [ jvm/jars/driver.jsa -nt jvm/jars/.fetched ] || \
+	  { echo "runoff: archiving the Spark driver's classes (jvm/jars/driver.jsa)"; $(RUN) python -m jobs.spark; }
 
 # The JVM jars (jvm/pom.xml) from Maven Central: delta-spark's into jvm/jars/, the s3a://
 # filesystem's into jvm/jars/s3/; runs need no network after.

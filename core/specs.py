@@ -408,24 +408,28 @@ def _spec_from(doc: Mapping[str, Any], file: Path) -> DatasetSpec:
     )
 
 
-class _SpecLoader(yaml.SafeLoader):
-    """YAML's safe loader without aliases (`*name`): a spec never needs them, and nested aliases
-    expand exponentially (a few hundred bytes can stand for billions of nodes, which would hang
-    every command and Airflow's DAG parsing while the schema check walks them)."""
+# libyaml's parser when PyYAML has it (its wheels do): a spec is read by every command, and by
+# Airflow at every parse of the DAG files.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
+
+def _read_yaml(text: str) -> Any:
+    """The YAML document, read safely and without aliases (`*name`): a spec never needs them,
+    and nested aliases expand exponentially (a few hundred bytes can stand for billions of
+    nodes, which would hang every command and Airflow's DAG parsing while the schema check
+    walks them). The events are checked before anything is composed."""
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.AliasEvent):
             raise yaml.composer.ComposerError(
-                None, None, "aliases (*name) are not allowed in a spec", mark
+                None, None, "aliases (*name) are not allowed in a spec", event.start_mark
             )
-        return super().compose_node(parent, index)
+    return yaml.load(text, Loader=_LOADER)
 
 
 def load_spec(path: Path) -> DatasetSpec:
     """Read and check one spec file; `SpecError` lists every problem, naming file and key."""
     try:
-        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_SpecLoader)
+        doc = _read_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SpecError([f"{path}: cannot be read ({exc.strerror or exc})"]) from exc
     except yaml.YAMLError as exc:

@@ -45,13 +45,14 @@ CLIENT_STOP_TIMEOUT = 60
 # -- spark-submit settings ------------------------------------------------------------------
 def spark_conf() -> dict[str, str]:
     """Spark properties of every submit: Python driver and workers run this interpreter; the
-    JVMs run in UTC with runoff's quiet Spark logging (`jobs.spark.JAVA_OPTIONS`)."""
-    from jobs.spark import JAVA_OPTIONS
+    JVMs run in UTC with runoff's quiet Spark logging (`jobs.spark.JAVA_OPTIONS`), the driver
+    from the class archive when `make install` made it (`jobs.spark.driver_java_options`)."""
+    from jobs.spark import JAVA_OPTIONS, driver_java_options
 
     return {
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
-        "spark.driver.extraJavaOptions": JAVA_OPTIONS,
+        "spark.driver.extraJavaOptions": driver_java_options(),
         "spark.executor.extraJavaOptions": JAVA_OPTIONS,
     }
 

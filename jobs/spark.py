@@ -122,6 +122,22 @@ def delta_jars() -> list[str]:
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 JAVA_OPTIONS = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
 
+# A driver loads and verifies some 20,000 classes before its first query (a third of a cold
+# command's start). `make install` dumps them once into a class data sharing archive
+# (`python -m jobs.spark`), which every driver then maps instead (README, "Quick start"). The JVM
+# checks the archive against its own version and class path and, on any difference (or a
+# missing or damaged file), loads the classes as usual; its CDS log is off, as the JVM logs to
+# stdout, which carries the command's output.
+CLASS_ARCHIVE = JARS_DIR / "driver.jsa"
+QUIET_SHARING = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def driver_java_options() -> str:
+    """The driver JVM's options: `JAVA_OPTIONS`, and the class archive when it was made."""
+    if not CLASS_ARCHIVE.is_file():
+        return JAVA_OPTIONS
+    return f"{JAVA_OPTIONS} -XX:SharedArchiveFile={CLASS_ARCHIVE} {QUIET_SHARING}"
+
 
 def master_conf(config: RunoffConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """`spark.master` of the session: `RUNOFF_SPARK_MASTER` (`config.spark_master`), except in a
@@ -154,7 +170,7 @@ def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> S
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.streaming.metricsEnabled", "false")
-        .config("spark.driver.extraJavaOptions", JAVA_OPTIONS)
+        .config("spark.driver.extraJavaOptions", driver_java_options())
         .config("spark.executor.extraJavaOptions", JAVA_OPTIONS)
         # Delta rebuilds a table's state from its log checkpoint in this many tasks (default 50:
         # tuned for large tables; runoff's state is small and read at every batch).
@@ -206,3 +222,68 @@ def _require_delta(spark: SparkSession) -> None:
             "delta-spark's classes are not on this Spark session's classpath: run `make install`, "
             "or give spark-submit the jars of jvm/jars/ (`--jars`)"
         )
+
+
+def dump_class_archive(timeout: float = 900.0) -> None:
+    """Make `CLASS_ARCHIVE`: a driver in a child process does what runoff's drivers do (Delta
+    writes and reads, a MERGE, an availableNow stream) and its JVM writes the classes it loaded
+    as it exits. Without Java or delta-spark's jars there is nothing to archive."""
+    import subprocess
+    import tempfile
+
+    CLASS_ARCHIVE.unlink(missing_ok=True)
+    partial = CLASS_ARCHIVE.with_suffix(".partial")
+    partial.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory() as home:
+        env = {
+            **os.environ,
+            "RUNOFF_HOME": home,
+            "SPARK_SUBMIT_OPTS": f"-XX:ArchiveClassesAtExit={partial} {QUIET_SHARING}",
+        }
+        code = "from jobs.spark import _archive_workload; _archive_workload()"
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            cwd=Path(__file__).resolve().parents[1],
+            check=True,
+            timeout=timeout,
+        )
+    partial.rename(CLASS_ARCHIVE)
+
+
+def _archive_workload() -> None:
+    from delta.tables import DeltaTable
+
+    spark = get_spark("runoff-class-archive")
+    home = Path(os.environ["RUNOFF_HOME"])
+    table, copy = str(home / "table"), str(home / "copy")
+    spark.range(10).selectExpr("id", "cast(id as string) AS name").write.format("delta").save(table)
+    (
+        DeltaTable.forPath(spark, table)
+        .alias("t")
+        .merge(spark.range(5, 15).selectExpr("id", "'x' AS name").alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    (
+        spark.readStream.format("delta")
+        .load(table)
+        .writeStream.format("delta")
+        .option("checkpointLocation", str(home / "checkpoint"))
+        .trigger(availableNow=True)
+        .start(copy)
+        .awaitTermination()
+    )
+    assert spark.read.format("delta").load(copy).count() == 15
+    gateway = spark.sparkContext._gateway
+    spark.stop()
+    # The JVM writes the archive as it exits, which is after this process would: wait for it.
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        process.stdin.close()
+        process.wait(timeout=600)
+
+
+if __name__ == "__main__":
+    dump_class_archive()

@@ -135,20 +135,21 @@ class Gate:
         expectations = self.table.batch_expectations
         if not expectations or rows == 0:
             return []
-        import great_expectations as gx
-
         started = time.perf_counter()
-        suite = gx.ExpectationSuite(
-            name=f"{self.table.name}_batch", expectations=[e.copy(deep=True) for e in expectations]
-        )
-        batch = _definition(self.table.name).get_batch(
-            batch_parameters={"dataframe": with_derived(frame, self.table)}
-        )
-        result = batch.validate(
-            suite, result_format={"result_format": "BASIC", "partial_unexpected_count": SAMPLE}
-        )
+        frame = with_derived(frame, self.table)
+        # Counts first: GX then computes every column's metrics in one aggregation per column.
+        # Asking it for unexpected values would add a Spark job per expectation to every batch,
+        # so they are fetched only for the expectations that found some.
+        results = self._validate(frame, expectations, sample=0)
+        unexpected = [
+            i for i, item in enumerate(results) if (item.result or {}).get("unexpected_count")
+        ]
+        if unexpected:
+            sampled = self._validate(frame, [expectations[i] for i in unexpected], sample=SAMPLE)
+            for i, item in zip(unexpected, sampled, strict=True):
+                results[i] = item
         checks = []
-        for item in result.results:
+        for item in results:
             config = item.expectation_config
             assert config is not None, f"{self.table.name}: a result without its expectation"
             severity = getattr(config, "severity", None)
@@ -173,6 +174,20 @@ class Gate:
         if failures:
             raise QualityCheckFailed(self.failure_message(failures))
         return checks
+
+    def _validate(self, frame: DataFrame, expectations: Sequence[Any], sample: int) -> list[Any]:
+        """GX's results for `expectations` on `frame`, in their order, with at most `sample`
+        unexpected values each."""
+        import great_expectations as gx
+
+        suite = gx.ExpectationSuite(
+            name=f"{self.table.name}_batch", expectations=[e.copy(deep=True) for e in expectations]
+        )
+        batch = _definition(self.table.name).get_batch(batch_parameters={"dataframe": frame})
+        result = batch.validate(
+            suite, result_format={"result_format": "BASIC", "partial_unexpected_count": sample}
+        )
+        return list(result.results)
 
     def record(self, checks: Sequence[BatchCheck]) -> None:
         """Keep checks made elsewhere (bronze's row rules) with this table's."""

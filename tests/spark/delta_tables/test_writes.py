@@ -26,6 +26,7 @@ from delta_tables.writes import (
     committed_version,
     is_delta_table,
     merge,
+    session_conf,
     table_version,
 )
 
@@ -322,3 +323,17 @@ def test_foreach_batch_append_survives_a_replayed_batch(
     assert committed_version(path, query_id) == 2
     assert_rows(spark, path, everything)
     assert_history(spark, path, ["WRITE"] * 3)
+
+
+def test_session_conf_restores_what_was_set_and_unsets_what_was_not(spark: SparkSession) -> None:
+    aqe, other = "spark.sql.adaptive.enabled", "spark.runoff.test.unset"
+    spark.conf.set(aqe, "true")
+    assert spark.conf.get(other, None) is None
+    with (
+        pytest.raises(RuntimeError, match=r"^inside$"),
+        session_conf(spark, {aqe: "false", other: "x"}),
+    ):
+        assert (spark.conf.get(aqe), spark.conf.get(other)) == ("false", "x")
+        raise RuntimeError("inside")
+    assert (spark.conf.get(aqe), spark.conf.get(other, None)) == ("true", None)
+    spark.conf.unset(aqe)

@@ -438,6 +438,12 @@ def test_rendered_spark_submit_command(
     command = task._get_hook()._build_spark_submit_command(task.application)
     log4j = (REPO_ROOT / "jobs" / "log4j2.properties").as_uri()
     java_options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={log4j}"
+    archive = REPO_ROOT / "jvm" / "jars" / "driver.jsa"
+    driver_options = java_options + (
+        f" -XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+        if archive.is_file()
+        else ""
+    )
     assert command == [
         "spark-submit",
         "--master",
@@ -447,7 +453,7 @@ def test_rendered_spark_submit_command(
         "--conf",
         f"spark.pyspark.driver.python={sys.executable}",
         "--conf",
-        f"spark.driver.extraJavaOptions={java_options}",
+        f"spark.driver.extraJavaOptions={driver_options}",
         "--conf",
         f"spark.executor.extraJavaOptions={java_options}",
         "--jars",
