@@ -14,13 +14,14 @@ import json
 import logging
 import os
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from core.errors import LockHeldError
+from core.errors import ConfigError, LockHeldError
 
 logger = logging.getLogger(__name__)
 
@@ -32,13 +33,51 @@ def lock_path(checkpoint_dir: Path) -> Path:
 
 def local_lock_file(location: object, name: str) -> Path:
     """The lock file `name` of a folder: inside it when it is local; for a folder on object
-    storage (where no lock can be held), a file of this machine's temporary folder named after
-    the folder's URI, shared by every runoff process of the machine whatever its home. Such a
-    lock keeps out runs on this machine only (README, "Scaling out")."""
+    storage (where no lock can be held), a file of this user's private lock folder
+    (`private_lock_dir`) named after the folder's URI, shared by every runoff process the user
+    runs on this machine whatever its home. Such a lock keeps out runs of this user on this
+    machine only (README, "Scaling out")."""
     if isinstance(location, Path):
         return location / name
     protocol, path = getattr(location, "protocol", ""), getattr(location, "path", str(location))
-    return Path(tempfile.gettempdir()) / "runoff-locks" / protocol / path.strip("/") / name
+    return private_lock_dir() / protocol / path.strip("/") / name
+
+
+def private_lock_dir() -> Path:
+    """`<temporary folder>/runoff-locks-<uid>`: created mode 0700, and refused unless it is a
+    real folder that this user owns and nobody else may write. The temporary folder is shared:
+    another user who made the folder first (with a symlink for a lock file) would otherwise
+    have runoff truncate any file it can write."""
+    folder = Path(tempfile.gettempdir()) / f"runoff-locks-{os.getuid()}"
+    with suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = os.lstat(folder)
+    problem = None
+    if not stat.S_ISDIR(info.st_mode):
+        problem = "is not a folder"
+    elif info.st_uid != os.getuid():
+        problem = f"belongs to uid {info.st_uid}, not to this user (uid {os.getuid()})"
+    elif info.st_mode & 0o022:
+        problem = f"may be written by others (mode {stat.S_IMODE(info.st_mode):o})"
+    if problem:
+        raise ConfigError(
+            f"the lock folder {folder} {problem}: runoff keeps its object-storage locks there and "
+            "will not use it; remove it (or point TMPDIR elsewhere) and run again"
+        )
+    return folder
+
+
+def open_lock_file(path: Path) -> int:
+    """Open (creating) the lock file `path`, never through a symbolic link."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ConfigError(
+                f"the lock file {path} is a symbolic link: runoff does not follow it (it would "
+                "write where the link points); remove it and run again"
+            ) from None
+        raise
 
 
 def read_holder(path: Path) -> dict[str, object]:
@@ -69,7 +108,7 @@ def checkpoint_lock(checkpoint_dir: object, what: str, lock: Path | None = None)
         raise TypeError(f"{checkpoint_dir} is not a local folder: pass its lock file")
     path = lock or lock_path(checkpoint_dir)  # type: ignore[arg-type]
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock_file(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -106,9 +145,12 @@ def blocking_lock(path: Path) -> Iterator[None]:
     """Hold an exclusive `flock` on `path` (created if missing), waiting for the holder to end:
     for short critical sections shared by processes (unlike `checkpoint_lock`, which refuses)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    fd = open_lock_file(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
