@@ -8,9 +8,11 @@ classpath, and Delta's SQL extension and catalog are set. `delta_jars()` lists t
 
 Object storage: the s3a:// filesystem's jars (`jvm/jars/s3/`) go on the driver's and executors'
 class path, and `s3a_conf()` gives S3A the standard AWS settings of the environment (endpoint,
-region, credentials; credentials through Spark's configuration, which Spark redacts, so that
-executors on other machines have them too). README, "Scaling out".
-"""
+region). Credentials never go through Spark's configuration: spark-submit would put them on the
+JVM's command line, which any local user reads (`ps`). S3A's provider chain reads them where the
+AWS SDK does: the environment variables of each JVM (a cluster's workers need them in theirs, as
+docker/compose.yaml gives them), a profile, web identity or an instance role. README, "Scaling
+out"."""
 
 from __future__ import annotations
 
@@ -67,7 +69,8 @@ def s3_classpath() -> str | None:
     return str(folder / "s3" / "*")
 
 
-# The AWS SDK's own provider chain last: a profile (AWS_PROFILE), web identity, instance roles.
+# Keys a user set in S3A's own settings (RUNOFF_SPARK_CONF) first, then the AWS SDK's chain: the
+# environment variables, a profile (AWS_PROFILE), web identity, instance roles.
 S3A_PROVIDERS = (
     "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider,"
     "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider,"
@@ -76,11 +79,10 @@ S3A_PROVIDERS = (
 
 
 def s3a_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """S3A settings from the standard AWS environment variables.
-
-    `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` (an S3-compatible endpoint: then path-style
-    requests), `AWS_REGION` or `AWS_DEFAULT_REGION`, `AWS_ACCESS_KEY_ID` with
-    `AWS_SECRET_ACCESS_KEY` (and `AWS_SESSION_TOKEN`)."""
+    """S3A settings from the standard AWS environment variables: `AWS_ENDPOINT_URL_S3` or
+    `AWS_ENDPOINT_URL` (an S3-compatible endpoint: then path-style requests), `AWS_REGION` or
+    `AWS_DEFAULT_REGION`. No credential: the providers read `AWS_ACCESS_KEY_ID`,
+    `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN` from the JVM's environment."""
     env = os.environ if env is None else env
     conf = {"spark.hadoop.fs.s3a.aws.credentials.provider": S3A_PROVIDERS}
     endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
@@ -93,11 +95,6 @@ def s3a_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
     if region:
         conf["spark.hadoop.fs.s3a.endpoint.region"] = region
-    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
-        conf["spark.hadoop.fs.s3a.access.key"] = env["AWS_ACCESS_KEY_ID"]
-        conf["spark.hadoop.fs.s3a.secret.key"] = env["AWS_SECRET_ACCESS_KEY"]
-        if env.get("AWS_SESSION_TOKEN"):
-            conf["spark.hadoop.fs.s3a.session.token"] = env["AWS_SESSION_TOKEN"]
     return conf
 
 

@@ -14,11 +14,15 @@ output and no file of the home.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,11 +94,43 @@ def assert_exact(config: RunoffConfig, landing: str, local: Path) -> None:
     assert_silver_matches_expected(config, DATASET, landing=local)
 
 
+@contextmanager
+def command_lines(every: float = 0.05) -> Iterator[list[str]]:
+    """Every distinct command line of the machine's processes, sampled while the block runs
+    (what `ps -eo args` shows any local user)."""
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            for entry in Path("/proc").iterdir():
+                # (a process may end meanwhile)
+                with contextlib.suppress(OSError, UnicodeDecodeError):
+                    if entry.name.isdigit():
+                        line = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+                        seen.add(line.decode())
+            stop.wait(every)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    found: list[str] = []
+    try:
+        yield found
+    finally:
+        stop.set()
+        sampler.join()
+        found.extend(sorted(seen))
+
+
 def test_the_pipeline_on_s3_is_exact_and_keeps_secrets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with s3_server(tmp_path / "s3.log") as s3:
+    with s3_server(tmp_path / "s3.log") as s3, command_lines() as seen:
         _pipeline_on(s3, tmp_path, monkeypatch)
+    # The drivers' JVMs were sampled, and no process showed a credential on its command line.
+    assert any("org.apache.spark.deploy.SparkSubmit" in line for line in seen)
+    credentials = [s3.env["AWS_SECRET_ACCESS_KEY"], s3.env["AWS_ACCESS_KEY_ID"]]
+    assert [line for line in seen if any(c in line for c in credentials)] == []
 
 
 def _pipeline_on(s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
