@@ -37,13 +37,17 @@ def send(sock: socket.socket, frame: Mapping[str, Any]) -> None:
     sock.sendall(json.dumps(frame).encode() + b"\n")
 
 
-def frames(sock: socket.socket) -> Iterator[dict[str, Any]]:
-    """The frames the peer sends, until it closes the connection."""
+def frames(sock: socket.socket, limit: int | None = None) -> Iterator[dict[str, Any]]:
+    """The frames the peer sends, until it closes the connection. A frame that is not a JSON
+    object, or longer than `limit` bytes, raises ValueError (nothing more is read)."""
     with sock.makefile("rb") as stream:
-        for line in stream:
+        while line := stream.readline(-1 if limit is None else limit + 1):
+            if limit is not None and len(line) > limit:
+                raise ValueError(f"a frame longer than {limit} bytes")
             frame = json.loads(line)
-            if isinstance(frame, dict):
-                yield frame
+            if not isinstance(frame, dict):
+                raise ValueError(f"a frame that is not a JSON object ({type(frame).__name__})")
+            yield frame
 
 
 @contextmanager

@@ -365,6 +365,13 @@ def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    if served and args.command not in SERVED_COMMANDS:
+        # `serve` inside the server would hold its only slot for good; the others need no Spark.
+        return _say(
+            f"runoff: error: `runoff {args.command}` is not run by a server (it serves "
+            f"{', '.join(sorted(SERVED_COMMANDS))}): run it where you are",
+            2,
+        )[0]
     server = None if served else server_socket(args, os.environ)
     if server is not None:
         from jobs.cli.client import run_remote

@@ -47,6 +47,13 @@ WARM_MODULES = (
 )
 
 
+# A request (argv, working directory, RUNOFF_* variables) is a few kilobytes; one that is longer,
+# or slower to arrive, is refused in one error frame rather than held in memory or in a thread.
+MAX_REQUEST_BYTES = 1 << 20
+REQUEST_TIMEOUT = 30.0
+DRAIN_BYTES = 64 * MAX_REQUEST_BYTES
+
+
 def default_socket(config: RunoffConfig) -> Path:
     return config.home / "run" / "runoff.sock"
 
@@ -95,9 +102,16 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.ready = threading.Event()
         self.turn = threading.Lock()  # one command at a time
         self.current: Command | None = None
-        with address(path) as where:
-            super().__init__(where, Handler)
-        os.chmod(path, 0o600)  # the owner's commands only
+        self.request_timeout = REQUEST_TIMEOUT
+        # The owner's commands only: the socket is created 0600 (not chmod'ed after the bind,
+        # which would leave a moment when others may connect). The process has no other thread
+        # yet, so the umask is nobody else's while it is changed.
+        previous = os.umask(0o177)
+        try:
+            with address(path) as where:
+                super().__init__(where, Handler)
+        finally:
+            os.umask(previous)
 
     # -- start and stop ----------------------------------------------------------------------
     def start_spark(self) -> None:
@@ -169,10 +183,16 @@ class Handler(socketserver.StreamRequestHandler):
 
     def handle(self) -> None:
         sock: socket.socket = self.request
-        incoming = frames(sock)
+        sock.settimeout(self.server.request_timeout)
+        incoming = frames(sock, limit=MAX_REQUEST_BYTES)
         try:
             request = next(incoming)
-        except (StopIteration, ValueError):
+            sock.settimeout(None)  # the command may run for hours; the client waits as long
+        except StopIteration:
+            return
+        except (OSError, ValueError) as exc:  # too long, too slow, not a request
+            reason = "no request in time" if isinstance(exc, TimeoutError) else str(exc)
+            self._refuse(sock, reason)
             return
         command = Command([str(a) for a in request.get("argv") or []])
         watcher = threading.Thread(
@@ -198,6 +218,23 @@ class Handler(socketserver.StreamRequestHandler):
             server.turn.release()
         with suppress(OSError):
             send(sock, {"exit": code})
+
+    def _refuse(self, sock: socket.socket, reason: str) -> None:
+        """Answer with one error and exit code 2. What the client still sends is read and
+        dropped (up to a bound) before the connection closes: closing with unread data would
+        reset the connection and lose the answer."""
+        with suppress(OSError):
+            send(sock, {"err": f"runoff: error: the server refused the request: {reason}\n"})
+            send(sock, {"exit": 2})
+            sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + self.server.request_timeout
+            dropped = 0
+            while dropped < DRAIN_BYTES and (left := deadline - time.monotonic()) > 0:
+                sock.settimeout(left)
+                chunk = sock.recv(1 << 16)
+                if not chunk:
+                    break
+                dropped += len(chunk)
 
     def _watch(self, incoming: Iterator[dict[str, Any]], command: Command) -> None:
         """Signals from the client, and its going away (the same as SIGTERM)."""
@@ -287,7 +324,7 @@ def prepare_socket(path: Path) -> None:
     from jobs.cli.client import connect
 
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         return
     try:
         connect(path).close()

@@ -1,0 +1,111 @@
+"""`runoff serve`'s socket: owner-only from the start, bounded requests, served commands only.
+
+A server without Spark (no command here needs it) on a socket in the test's folder; raw clients
+send what a broken or hostile client would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.config import RunoffConfig
+from jobs.cli import server as served
+from jobs.cli.client import frames, send
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[served.Server]:
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    path = served.default_socket(config)
+    served.prepare_socket(path)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    instance = served.Server(path, config)
+    assert os.umask(umask) == umask  # the bind's umask was put back
+    instance.request_timeout = 1.0
+    instance.ready.set()  # no Spark: nothing here runs a Spark command
+    thread = threading.Thread(target=instance.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield instance
+    finally:
+        instance.shutdown()
+        thread.join()
+        instance.server_close()
+
+
+def client(server: served.Server) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(server.path))
+    sock.settimeout(30)
+    return sock
+
+
+def answer(sock: socket.socket) -> list[dict[str, Any]]:
+    return list(frames(sock))
+
+
+def refusal(reason: str) -> list[dict[str, Any]]:
+    return [{"err": f"runoff: error: the server refused the request: {reason}\n"}, {"exit": 2}]
+
+
+def test_the_socket_and_its_folder_are_the_owners_only(server: served.Server) -> None:
+    assert stat.S_IMODE(server.path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(server.path.parent.stat().st_mode) == 0o700
+
+
+def test_a_request_longer_than_the_limit_is_refused(server: served.Server) -> None:
+    with client(server) as sock:
+        sock.sendall(b"x" * (2 * served.MAX_REQUEST_BYTES))  # no newline: one endless frame
+        sock.shutdown(socket.SHUT_WR)
+        assert answer(sock) == refusal(f"a frame longer than {served.MAX_REQUEST_BYTES} bytes")
+
+
+def test_an_endless_request_is_cut_off(server: served.Server) -> None:
+    """Past the limit the server reads no frame: what follows is dropped, up to a bound, and
+    the connection closes (the sender's writes then fail)."""
+    with client(server) as sock, pytest.raises(OSError):
+        chunk = b"x" * (1 << 16)
+        for _ in range(2 * served.DRAIN_BYTES // len(chunk)):
+            sock.sendall(chunk)
+
+
+@pytest.mark.parametrize("frame", ["[1, 2]", '"run events"', "null"])
+def test_a_request_that_is_not_a_json_object_is_refused_at_once(
+    server: served.Server, frame: str
+) -> None:
+    kind = type(json.loads(frame)).__name__
+    with client(server) as sock:
+        sock.sendall(frame.encode() + b"\n")
+        started = time.monotonic()
+        assert answer(sock) == refusal(f"a frame that is not a JSON object ({kind})")
+        assert time.monotonic() - started < server.request_timeout
+
+
+def test_a_client_that_sends_nothing_is_refused_after_the_timeout(server: served.Server) -> None:
+    with client(server) as sock:
+        sock.sendall(b'{"argv": ["run"')  # and nothing more
+        assert answer(sock) == refusal("no request in time")
+
+
+def test_commands_that_are_not_served_are_refused_and_the_server_stays_free(
+    server: served.Server,
+) -> None:
+    for argv in (["serve"], ["status", "events"], ["generate", "events"]):
+        with client(server) as sock:
+            send(sock, {"argv": argv, "cwd": str(server.path.parent), "env": {}})
+            frames_ = answer(sock)
+        text = "".join(f.get("err", "") for f in frames_)
+        assert frames_[-1] == {"exit": 2}, frames_
+        assert text.startswith(f"runoff: error: `runoff {argv[0]}` is not run by a server"), text
+        assert server.current is None and not server.turn.locked()
