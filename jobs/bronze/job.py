@@ -61,6 +61,7 @@ from core.config import Location, RunoffConfig
 from core.console import live_status, say
 from core.errors import ConfigError, RunoffError
 from core.locking import checkpoint_lock
+from core.specs import SEED_DIR
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.ledger import RunRecord, recorded_run
 from delta_tables.writes import already_committed, append, table_version
@@ -382,9 +383,15 @@ def run_bronze(
         record.versions_after = dict(record.versions_before)
         landing = catalog.landing_dir(name)
         if not landing.is_dir():  # the spec's source.path, or nothing landed yet: exit 2
+            # Sample files exist for the built-in datasets only (jobs/samples).
+            builtin = spec.file.resolve().parent == SEED_DIR.resolve()
+            remedy = (
+                f"land files there, or run `runoff generate {name}`"
+                if builtin
+                else f"land its files there, or set source.path in {spec.file} to their folder"
+            )
             raise ConfigError(
-                f"no landing directory for {name}: {landing} does not exist "
-                f"(land files there, or run `runoff generate {name}`)"
+                f"no landing directory for {name}: {landing} does not exist ({remedy})"
             )
         guard_checkpoint(
             checkpoint,

@@ -24,6 +24,7 @@ import pytest
 
 from core.config import RunoffConfig
 from core.errors import RunoffError
+from core.specs import SEED_DIR
 from delta_tables.arrow import read_arrow
 from delta_tables.ledger import read_runs
 from jobs.bronze.job import BronzeOptions, archive_dir, landing_dirs, run_bronze
@@ -216,6 +217,29 @@ def test_missing_landing_directory_fails_clearly_and_is_recorded(
     (ledger_row,) = read_runs(config.runs_path, "events")
     assert ledger_row["status"] == "failed"
     assert ledger_row["error"].startswith("no landing directory for events")
+
+
+def test_missing_landing_directory_of_a_declared_dataset_names_its_spec(
+    config: RunoffConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`runoff generate` has samples for the built-in datasets only: a declared dataset is told
+    where its files go."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    spec = specs / "clicks.yaml"
+    seed = (SEED_DIR / "events.yaml").read_text()
+    spec.write_text(
+        seed.replace("name: events", "name: clicks")
+        .replace("landing/events", "landing/clicks")
+        .replace("events_action_", "clicks_action_")
+    )
+    code = cli.main(["--home", str(config.home), "--datasets", str(specs), "bronze", "clicks"])
+    assert code == 2
+    landing = config.landing_dir("clicks")
+    assert capsys.readouterr().err == (
+        f"runoff: error: no landing directory for clicks: {landing} does not exist "
+        f"(land its files there, or set source.path in {spec} to their folder)\n"
+    )
 
 
 def test_empty_landing_directory_succeeds_with_zero_rows(

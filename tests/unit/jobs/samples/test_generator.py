@@ -798,3 +798,12 @@ def test_expected_late_counts_follow_delivery_order() -> None:
     files = [landing(0, 5, 9), landing(8, 10, 12), landing(12, 15)]
     assert expected.late_counts(files) == [0, 1, 0]
     assert expected.max_lateness(files) == timedelta(minutes=1)
+
+
+def test_the_built_in_datasets_are_the_ones_with_sample_generators() -> None:
+    """Bronze suggests `runoff generate` for a dataset whose spec is built in (its spec file in
+    the seed folder): every built-in dataset has a generator, and only those do."""
+    from core.specs import SEED_DIR
+    from jobs.samples import GENERATORS
+
+    assert set(GENERATORS) == {p.stem for p in SEED_DIR.glob("*.yaml")}
