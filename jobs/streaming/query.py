@@ -397,7 +397,25 @@ def raise_failure(
             f"{type(cause).__name__}: {error_line(cause)}"
         ) from cause
     where = f" after batch {after_batch}" if after_batch is not None else ""
-    raise RunoffError(f"{name} failed{where}: {error_line(exc)}") from exc
+    raise RunoffError(
+        f"{name} failed{where}: {error_line(exc)}{root_cause(exc)}. Nothing of a batch after "
+        "the checkpoint's last one was kept: running the command again is safe"
+    ) from exc
+
+
+def root_cause(exc: BaseException) -> str:
+    """`: caused by <line>`, the innermost JVM cause of a Spark error (PySpark keeps the chain
+    in `_cause`) when it says more than the error itself, such as what failed under Spark's
+    `Exception thrown in awaitResult`; else empty."""
+    first = ledger.first_line(exc)
+    cause, depth = getattr(exc, "_cause", None), 0
+    innermost = None
+    while isinstance(cause, BaseException) and depth < 20:
+        innermost, cause, depth = cause, getattr(cause, "_cause", None), depth + 1
+    if innermost is None:
+        return ""
+    line = ledger.first_line(innermost)
+    return "" if line in first else f": caused by {line}"
 
 
 @contextmanager
