@@ -186,6 +186,24 @@ def _time_cell(value: str | None) -> str:
     return datetime.fromisoformat(value).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def print_whole(table: Any) -> None:
+    """Print a table; piped (no terminal width to fit), as wide as its cells, never cut."""
+    from rich.measure import Measurement
+
+    from core.console import console
+
+    if console.is_terminal:
+        console.print(table)
+        return
+    natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    width = console.width
+    console.width = max(width, natural)  # print's own `width` cannot exceed the console's
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
+
 def render_status(doc: dict[str, Any]) -> None:
     """Print the status document as rich tables."""
     from rich.table import Table as RichTable
@@ -209,7 +227,7 @@ def render_status(doc: dict[str, Any]) -> None:
             _time_cell(t["newest_event_time"]),
             _time_cell(t["last_commit_at"]),
         )
-    console.print(tables)
+    print_whole(tables)
     landing = doc["landing"]
     console.print(
         f"landing {landing['path']}: {landing['files']} files, {landing['pending']} pending"
@@ -239,7 +257,7 @@ def render_status(doc: dict[str, Any]) -> None:
             _cell(r["rows"]),
             _cell(r["error"])[:60] if r["error"] else "",
         )
-    console.print(runs)
+    print_whole(runs)
     console.file.flush()
 
 

@@ -320,6 +320,28 @@ def test_status_freshness_in_the_json_and_the_table(
     assert "oldest pending file date=2024-01-03/c.json (modified 2024-03-01 23:15:05 UTC)" in out
 
 
+def test_status_piped_keeps_every_column_whole(
+    config: RunoffConfig, console_output: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piped (no terminal to fit), the tables are as wide as their cells, not 80 or 120
+    columns with the last commit cut."""
+    from core.console import console
+
+    want = build_fresh_home(config)
+    monkeypatch.setattr(console, "width", 80)
+    assert main(["--home", str(config.home), "status", "events"]) == 0
+    out = take_output(console_output)
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if "│" in line}
+    for table, commit in zip(
+        ("bronze_events", "quarantine_events", "events_action_hourly"),
+        want["commits"],
+        strict=False,
+    ):
+        when = datetime.fromisoformat(str(commit)).strftime("%Y-%m-%d %H:%M:%S")
+        assert when in rows[table], (table, rows[table])
+    assert "…" not in out
+
+
 def test_running_totals_have_no_newest_event(config: RunoffConfig) -> None:
     path = config.silver_path("lines_word_counts")
     append(path, pa.table({"word": ["the", "cat"], "count": pa.array([2, 1], pa.int64())}))
