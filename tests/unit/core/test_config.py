@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 
@@ -162,7 +163,9 @@ def test_data_elsewhere_moves_the_data_not_what_belongs_to_the_home(tmp_path: Pa
     assert local.lock_path(checkpoint) == tmp_path / "data" / "checkpoints" / "silver" / "t.lock"
     stored = RunoffConfig.from_sources(home=tmp_path, env={"RUNOFF_DATA": "s3a://lake/r"})
     lock = stored.lock_path(stored.checkpoint_dir("silver", "t"))
-    assert str(lock).endswith("/runoff-locks/s3a/lake/r/checkpoints/silver/t.lock"), lock
+    assert str(lock).endswith(
+        f"/runoff-locks-{os.getuid()}/s3a/lake/r/checkpoints/silver/t.lock"
+    ), lock
 
 
 @pytest.mark.parametrize("data", ["gs://b/x", "s3a://", "ftp://h/x"])
