@@ -101,6 +101,14 @@ def _context() -> Any:
     return gx.get_context(mode="ephemeral")
 
 
+def _key(item: Any) -> str:
+    """An expectation result's expectation: its type and arguments."""
+    import json
+
+    config = item.expectation_config
+    return json.dumps([config.type, config.kwargs], sort_keys=True, default=str)
+
+
 def with_derived(frame: DataFrame, table: CheckedTable) -> DataFrame:
     """The batch plus the derived columns its expectations check: bronze `event_time_date` (UTC
     date of event_time), windowed silver `window_seconds` and `window_start_offset_seconds`."""
@@ -141,13 +149,12 @@ class Gate:
         # Asking it for unexpected values would add a Spark job per expectation to every batch,
         # so they are fetched only for the expectations that found some.
         results = self._validate(frame, expectations, sample=0)
-        unexpected = [
-            i for i, item in enumerate(results) if (item.result or {}).get("unexpected_count")
-        ]
+        unexpected = [item for item in results if (item.result or {}).get("unexpected_count")]
         if unexpected:
-            sampled = self._validate(frame, [expectations[i] for i in unexpected], sample=SAMPLE)
-            for i, item in zip(unexpected, sampled, strict=True):
-                results[i] = item
+            # Matched by expectation, not by position: GX need not keep the suite's order.
+            again = [item.expectation_config.to_domain_obj() for item in unexpected]
+            sampled = {_key(item): item for item in self._validate(frame, again, sample=SAMPLE)}
+            results = [sampled.get(_key(item), item) for item in results]
         checks = []
         for item in results:
             config = item.expectation_config
