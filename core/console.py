@@ -1,7 +1,8 @@
 """Terminal output shared by every command: progress lines, summaries and tables (rich).
 
 `say()` prints a permanent line; `live_status()` shows a transient status line below the
-printed ones while a block runs, on a terminal only (pipes and log files get the plain lines).
+printed ones while a block runs, on a terminal only (pipes and log files get the plain lines);
+`print_whole()` prints a table that a pipe gets uncut.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.live import Live
+from rich.measure import Measurement
 from rich.text import Text
 
 # No `file`: rich then writes to whatever sys.stdout is at print time (pytest capture works).
@@ -67,6 +69,20 @@ def live_status(describe: Callable[[], str], refreshes_per_second: float = 4) ->
             yield
     finally:
         console.is_interactive = interactive
+
+
+def print_whole(table: RenderableType) -> None:
+    """Print a table; piped (no terminal width to fit), as wide as its cells, never cut."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    width = console.width
+    console.width = max(width, natural)  # print's own `width` cannot exceed the console's
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 def _columns() -> int:

@@ -23,6 +23,7 @@ run ledger and the results history (`batch_rows`).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -103,8 +104,6 @@ def _context() -> Any:
 
 def _key(item: Any) -> str:
     """An expectation result's expectation: its type and arguments."""
-    import json
-
     config = item.expectation_config
     return json.dumps([config.type, config.kwargs], sort_keys=True, default=str)
 

@@ -384,7 +384,7 @@ def run_bronze(
         landing = catalog.landing_dir(name)
         if not landing.is_dir():  # the spec's source.path, or nothing landed yet: exit 2
             # Sample files exist for the built-in datasets only (jobs/samples).
-            builtin = spec.file.resolve().parent == SEED_DIR.resolve()
+            builtin = spec.file.resolve().parent == SEED_DIR  # SEED_DIR is resolved
             remedy = (
                 f"land files there, or run `runoff generate {name}`"
                 if builtin

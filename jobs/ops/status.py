@@ -186,29 +186,11 @@ def _time_cell(value: str | None) -> str:
     return datetime.fromisoformat(value).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def print_whole(table: Any) -> None:
-    """Print a table; piped (no terminal width to fit), as wide as its cells, never cut."""
-    from rich.measure import Measurement
-
-    from core.console import console
-
-    if console.is_terminal:
-        console.print(table)
-        return
-    natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
-    width = console.width
-    console.width = max(width, natural)  # print's own `width` cannot exceed the console's
-    try:
-        console.print(table)
-    finally:
-        console.width = width
-
-
 def render_status(doc: dict[str, Any]) -> None:
     """Print the status document as rich tables."""
     from rich.table import Table as RichTable
 
-    from core.console import console
+    from core.console import console, print_whole
 
     tables = RichTable(title=f"runoff status: {doc['dataset']}", title_justify="left")
     columns = ("table", "layer", "version", "rows", "files", "last batch")
