@@ -128,12 +128,23 @@ JAVA_OPTIONS = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={LOG4J_CONFIG.as
 CLASS_ARCHIVE = JARS_DIR / "driver.jsa"
 QUIET_SHARING = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 
+# A command's driver lives for a run: seconds to minutes. The JIT's optimizing tier (C2) spends
+# more CPU compiling for it than its code wins back, so a command's driver stops at the quick
+# tier (C1): a cold `runoff run` then costs about a third less CPU and less wall time, from 600
+# to 500,000 rows (benchmarks/results/driver_jit.json). A long-lived driver (`runoff serve`) keeps
+# both tiers: its hot code is compiled once and reused for hours.
+COMMAND_JIT = "-XX:TieredStopAtLevel=1"
 
-def driver_java_options() -> str:
-    """The driver JVM's options: `JAVA_OPTIONS`, and the class archive when it was made."""
-    if not CLASS_ARCHIVE.is_file():
-        return JAVA_OPTIONS
-    return f"{JAVA_OPTIONS} -XX:SharedArchiveFile={CLASS_ARCHIVE} {QUIET_SHARING}"
+
+def driver_java_options(long_lived: bool = False) -> str:
+    """The driver JVM's options: `JAVA_OPTIONS`, the quick JIT tier only unless `long_lived`,
+    and the class archive when `make install` made it."""
+    options = [JAVA_OPTIONS]
+    if not long_lived:
+        options.append(COMMAND_JIT)
+    if CLASS_ARCHIVE.is_file():
+        options.append(f"-XX:SharedArchiveFile={CLASS_ARCHIVE} {QUIET_SHARING}")
+    return " ".join(options)
 
 
 def master_conf(config: RunoffConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -144,8 +155,11 @@ def master_conf(config: RunoffConfig, env: Mapping[str, str] | None = None) -> d
     return {} if "PYSPARK_GATEWAY_PORT" in env else {"spark.master": config.spark_master}
 
 
-def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> SparkSession:
-    """Return the active runoff SparkSession, creating and configuring it if needed."""
+def get_spark(
+    app_name: str = "runoff", config: RunoffConfig | None = None, *, long_lived: bool = False
+) -> SparkSession:
+    """Return the active runoff SparkSession, creating and configuring it if needed. A
+    `long_lived` driver (a server's) keeps the JIT's optimizing tier (`driver_java_options`)."""
     require_java()
     config = config or RunoffConfig.from_sources()
     jars = delta_jars()
@@ -167,7 +181,7 @@ def get_spark(app_name: str = "runoff", config: RunoffConfig | None = None) -> S
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.streaming.metricsEnabled", "false")
-        .config("spark.driver.extraJavaOptions", driver_java_options())
+        .config("spark.driver.extraJavaOptions", driver_java_options(long_lived))
         .config("spark.executor.extraJavaOptions", JAVA_OPTIONS)
         # Delta rebuilds a table's state from its log checkpoint in this many tasks (default 50:
         # tuned for large tables; runoff's state is small and read at every batch).

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from tests.receiver import Receiver
 
 DAG_ID = "runoff_events"
-# A run takes about a minute on an idle 2-core machine; allow for a busy one.
-RUN_TIMEOUT = 480.0
+# A run takes about a minute on an idle 2-core machine; allow for one busy with the other
+# worker's tests (a spark-submit per task, each a cold JVM).
+RUN_TIMEOUT = 900.0
 # The task states of an incremental run (the route picks bronze: reset and backfill are skipped).
 INCREMENTAL_STATES = {
     "route": "success",

@@ -108,13 +108,15 @@ def config(home: Path) -> RunoffConfig:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """The one SparkSession of the test run (local[2], UTC, 4 shuffle partitions, no UI)."""
+    """The one SparkSession of the test run (local[2], UTC, 4 shuffle partitions, no UI),
+    long-lived like a server's: it runs every Spark test of its worker."""
     from jobs.spark import get_spark
 
     home = tmp_path_factory.mktemp("spark-home")
     session = get_spark(
         app_name="runoff-tests",
         config=RunoffConfig.from_sources(home=home, spark_master="local[2]", env={}),
+        long_lived=True,
     )
     yield session
     session.stop()

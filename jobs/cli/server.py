@@ -120,7 +120,7 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         from jobs.spark import get_spark
 
         started = time.perf_counter()
-        self.spark = get_spark(app_name="runoff-server", config=self.config)
+        self.spark = get_spark(app_name="runoff-server", config=self.config, long_lived=True)
         for module in WARM_MODULES:
             importlib.import_module(module)
         self.ready.set()

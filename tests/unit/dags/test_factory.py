@@ -439,10 +439,15 @@ def test_rendered_spark_submit_command(
     log4j = (REPO_ROOT / "jobs" / "log4j2.properties").as_uri()
     java_options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={log4j}"
     archive = REPO_ROOT / "jvm" / "jars" / "driver.jsa"
-    driver_options = java_options + (
-        f" -XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
-        if archive.is_file()
-        else ""
+    # A task's driver is a command's: the JIT's quick tier only.
+    driver_options = (
+        java_options
+        + " -XX:TieredStopAtLevel=1"
+        + (
+            f" -XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+            if archive.is_file()
+            else ""
+        )
     )
     assert command == [
         "spark-submit",

@@ -85,3 +85,12 @@ def test_s3a_settings_come_from_the_standard_aws_variables() -> None:
     conf = s3a_conf(only_s3)
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "https://b"
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
+
+
+def test_a_commands_driver_stops_at_the_quick_jit_tier_and_a_servers_does_not() -> None:
+    from jobs.spark import driver_java_options
+
+    command, server = driver_java_options().split(), driver_java_options(long_lived=True).split()
+    assert "-XX:TieredStopAtLevel=1" in command
+    assert "-XX:TieredStopAtLevel=1" not in server
+    assert [o for o in command if o != "-XX:TieredStopAtLevel=1"] == server
