@@ -20,7 +20,8 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -206,7 +207,8 @@ def get_spark(
         builder = builder.config(key, value)
     for key, value in config.spark_conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with driver_output(config):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if not config.verbose:
         # A query whose batch failed (a critical expectation, `schema_evolution: fail`) is logged
@@ -220,6 +222,40 @@ def get_spark(
     logging.getLogger("py4j").setLevel(logging.WARNING)
     _require_delta(spark)
     return spark
+
+
+@contextmanager
+def driver_output(config: RunoffConfig) -> Iterator[None]:
+    """While it runs, a driver JVM started now prints to `<home>/logs/runoff.log`: the JVM
+    inherits this process's standard output and error and keeps them for its life, so what it
+    prints itself (its start-up warnings, the stack a stream thread prints when a run is
+    interrupted) stays off the terminal, where runoff says what happened in one line. With
+    `--verbose`, without a home (a read-only command never makes one), or when the JVM runs
+    already (a session of this process, or spark-submit's), nothing changes."""
+    from pyspark import SparkContext
+
+    started = SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ
+    if config.verbose or started or not config.home.is_dir():
+        yield
+        return
+    log = config.home / "logs" / "runoff.log"
+    log.parent.mkdir(exist_ok=True)
+    target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    except Exception as exc:
+        exc.add_note(f"the Spark driver's output: {log}")
+        raise
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            os.close(fd)
 
 
 def _require_delta(spark: SparkSession) -> None:

@@ -182,10 +182,12 @@ def test_sigterm_ends_the_run_as_interrupted_and_the_next_run_finishes(tmp_path:
     process.send_signal(signal.SIGTERM)  # the driver only, as a supervisor does
     assert process.wait(timeout=120) == 128 + signal.SIGTERM, log
     log += drain(lines, timeout=60)
-    # The driver's last word is this one line; the JVM, which outlives the driver by a moment,
-    # may still log the interrupted query's stack trace after it (the output is merged).
+    # The driver's last word is this one line, and the output holds nothing but runoff's lines:
+    # what the JVM prints (its start-up warning, the interrupted query's stack, printed as it
+    # outlives the driver by a moment) goes to the home's log.
     runoff_lines = [line for line in log if line.startswith("runoff")]
     assert len(runoff_lines) == 1, log
+    assert [line for line in log if not line.startswith(("bronze events", "runoff"))] == [], log
     assert re.fullmatch(
         "runoff: terminated \\(SIGTERM\\); the next run resumes from the checkpoint"
         f"( \\(Spark's messages: {re.escape(str(config.home / 'logs' / 'runoff.log'))}\\))?",
@@ -227,3 +229,7 @@ def test_ctrl_c_on_a_terminal_prints_one_line(tmp_path: Path) -> None:
     log = config.home / "logs" / "runoff.log"
     resume = "runoff: interrupted; the next run resumes from the checkpoint"
     assert after in ([resume], [f"{resume} (Spark's messages: {log})"]), text
+    # Nothing but runoff's lines on the screen, before the interrupt either (the JVM's start-up
+    # warning goes to the log).
+    shown = [line for line in text.splitlines() if line.strip()]
+    assert all(line.startswith(("bronze events", "runoff")) for line in shown), text
