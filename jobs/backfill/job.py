@@ -316,10 +316,14 @@ def run_backfill(
             record_checks(catalog.quality_results.path, record, list(gates.values()))
     say_problems(record, list(gates.values()))
     changed = [c.table for c in result.changes if c.changed]
+    read = (
+        f"{record.files} files, {record.rows} bronze rows, {record.quarantined} quarantined"
+        if record.files
+        else "the interval holds no data (no landing file, no bronze row)"
+    )
     report(
         f"backfill {name} {interval}: {record.status} in {time.perf_counter() - started:.1f} s: "
-        f"{record.files} files, {record.rows} bronze rows, {record.quarantined} quarantined, "
-        + (f"changed {', '.join(changed)}" if changed else "no table changed")
+        f"{read}, " + (f"changed {', '.join(changed)}" if changed else "no table changed")
     )
     return result
 
@@ -367,6 +371,9 @@ def _backfill(
         spark = get_spark(app_name=f"runoff-backfill-{name}", config=config)
     if not files:
         refuse_empty_interval(spark, tables.bronze, interval, folders)
+        # Nothing to re-read and nothing of the interval in bronze: silver, computed from
+        # bronze, has nothing of it to change either.
+        return
     ingested_at = datetime.now(UTC)
     batch_id = max(last_committed(checkpoint) or 0, 0)
     raw = read_interval_lines(spark, folders, files)

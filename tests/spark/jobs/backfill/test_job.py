@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -356,6 +357,19 @@ def test_backfill_recomputes_word_counts_and_refuses_to_empty_days(
     assert version_of(config.bronze_path(dataset)) == bronze_version
     (failed,) = [r for r in read_runs(config.runs_path, dataset) if r["status"] == "failed"]
     assert failed["layer"] == "backfill"
+
+    # a day that never had data: nothing to replace, and the summary says why
+    silver_version = version_of(config.silver_path("lines_word_counts"))
+    assert cli(home, "backfill", dataset, "--start", "2024-01-05", "--end", "2024-01-06") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(
+        r"backfill lines \[2024-01-05, 2024-01-06\): success in \d+\.\d s: the interval holds no "
+        r"data \(no landing file, no bronze row\), no table changed",
+        out[-1],
+    ), out
+    assert version_of(config.bronze_path(dataset)) == bronze_version
+    assert version_of(config.silver_path("lines_word_counts")) == silver_version
+    assert read_runs(config.runs_path, dataset)[-1]["status"] == "success"
 
 
 # -- hourly intervals -------------------------------------------------------------------------
