@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Literal
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from core.config import Location, RunoffConfig
+from core.config import Location, RunoffConfig, as_location
 from core.console import live_status, say
 from core.errors import ConfigError, RunoffError
 from core.locking import checkpoint_lock
@@ -74,7 +74,7 @@ from jobs.bronze.parse import (
     unknown_fields,
     unrepresentable,
 )
-from jobs.checkpoints.files import files_of_batch, read_query_id
+from jobs.checkpoints.files import files_of_batch, read_query_id, spark_path
 from jobs.checkpoints.guard import record_batch
 from jobs.checkpoints.landing_changes import check_landing, record_states, report_lines
 from jobs.streaming.dataset import Dataset, load_dataset
@@ -87,6 +87,7 @@ from jobs.streaming.query import (
     guard_checkpoint,
     run_query,
     summary_line,
+    vanished_text,
 )
 from jobs.streaming.resolve import ensure_resolves
 from quality.gate import record_checks, rule_checks, say_problems
@@ -193,14 +194,26 @@ def read_landing(
     )
 
 
-def batch_files(checkpoint: Location, batch_id: int) -> int | None:
-    """How many files a micro-batch read, from the checkpoint's logs (`files_of_batch`); None if
-    they cannot tell."""
+def batch_files(checkpoint: Location, batch_id: int) -> list[str] | None:
+    """The files of a micro-batch, from the checkpoint's logs (`files_of_batch`); None if they
+    cannot tell."""
     try:
-        return len(files_of_batch(checkpoint, batch_id))
+        return [f.path for f in files_of_batch(checkpoint, batch_id)]
     except (OSError, ValueError) as exc:
-        logger.warning("cannot count the files of batch %s in %s: %s", batch_id, checkpoint, exc)
+        logger.warning("cannot list the files of batch %s in %s: %s", batch_id, checkpoint, exc)
         return None
+
+
+def vanished_files(listed: list[str] | None, parsed: DataFrame) -> tuple[str, ...]:
+    """The batch's files that were gone when it read them. Spark skips a file deleted between
+    its listing and the read without a word; such a file is missing now and none of the
+    batch's lines came from it. (An empty file deleted after the read looks the same: nothing
+    of it is missing from the tables either.)"""
+    missing = [path for path in listed or () if not as_location(path).exists()]
+    if not missing:
+        return ()
+    read = {spark_path(row[0]) for row in parsed.select("_source_file").distinct().collect()}
+    return tuple(path for path in missing if path not in read)
 
 
 class BronzeBatch:
@@ -232,6 +245,7 @@ class BronzeBatch:
         self.widen: list[str] = []  # declared columns the table lacks (the spec gained fields)
         self.table_columns: list[str] = []  # the bronze table's columns when the run started
         self._app_id: str | None = None
+        self.vanished: tuple[str, ...] = ()  # files gone before their batch read them
 
     @property
     def app_id(self) -> str:
@@ -248,7 +262,8 @@ class BronzeBatch:
         started = time.perf_counter()
         current = self.progress.current  # the live status line (on a terminal)
         current.start(batch_id, stage="reading the checkpoint")
-        files = batch_files(self.checkpoint, batch_id)
+        listed = batch_files(self.checkpoint, batch_id)
+        files = None if listed is None else len(listed)
         current.update(files=files, stage="parsing")
         bronze_done = self._done(self.bronze, batch_id)
         quarantine_done = self._done(self.quarantine, batch_id)
@@ -262,6 +277,7 @@ class BronzeBatch:
         parsed = parse_lines(batch, self.dataset).persist()
         try:
             counts = count_lines(parsed, [rule.name for rule in self.dataset.rules])
+            vanished = vanished_files(listed, parsed)
             logger.debug("batch %s: parsed and counted in %.2f s", batch_id, elapsed(started))
             current.update(rows=counts.rows_in, stage="checking")
             extra = self._extra_columns(parsed, counts) if counts.good and not bronze_done else []
@@ -320,8 +336,10 @@ class BronzeBatch:
                 rows_out=0 if bronze_done else counts.good,
                 quarantined=0 if quarantine_done else counts.bad,
                 seconds=elapsed(started),
+                vanished=vanished,
             )
         )
+        self.vanished += vanished
 
     def _extra_columns(self, parsed: DataFrame, counts: LineCounts) -> list[str]:
         """Bronze columns beyond the declared ones (`schema_evolution`): none for `rescue`
@@ -450,6 +468,8 @@ def run_bronze(
             record.details["replayed_batches"] = sum(b.replayed for b in progress.batches)
             if batches.added_columns:
                 record.details["added_columns"] = batches.added_columns
+            if batches.vanished:
+                record.details["vanished_files"] = list(batches.vanished)
         # The size and modification time of the files this run ingested, to compare next time.
         record_states(checkpoint, check_landing(config, name, only_new=True).new_states)
     say_problems(record, batches.gates)
@@ -460,6 +480,8 @@ def run_bronze(
             f"{job}: bronze gained columns {', '.join(batches.added_columns)} "
             "(schema_evolution: add_columns; Delta schema evolution)"
         )
+    if batches.vanished:
+        say(f"{job}: {vanished_text(batches.vanished)}")
     say(summary_line(job, record))
     return record
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -169,6 +169,7 @@ class BatchProgress:
     quarantined: int = 0
     seconds: float = 0.0
     replayed: bool = False  # already committed before a crash: nothing written again
+    vanished: tuple[str, ...] = ()  # files listed for the batch but gone before it read them
 
 
 def batch_line(job: str, progress: BatchProgress) -> str:
@@ -180,9 +181,21 @@ def batch_line(job: str, progress: BatchProgress) -> str:
             f"{job} batch {p.batch_id}: {files}, already committed before a restart: "
             f"nothing written again, {p.seconds:.1f} s"
         )
-    return (
+    line = (
         f"{job} batch {p.batch_id}: {files}, {p.rows_in} rows in, {p.rows_out} written, "
         f"{p.quarantined} quarantined, {p.seconds:.1f} s"
+    )
+    if p.vanished:
+        line += f"; {vanished_text(p.vanished)}"
+    return line
+
+
+def vanished_text(paths: Sequence[str]) -> str:
+    """`1 file vanished before it was read: /landing/a.json`."""
+    one = len(paths) == 1
+    return (
+        f"{len(paths)} file{'' if one else 's'} vanished before {'it was' if one else 'they were'} "
+        f"read: {', '.join(paths)}"
     )
 
 

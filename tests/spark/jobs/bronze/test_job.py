@@ -160,6 +160,46 @@ def test_each_file_lands_exactly_once_across_runs(
     assert not any(f.path.exists() for f in first)
 
 
+def test_a_file_deleted_after_listing_is_named_as_vanished(
+    spark: SparkSession,
+    config: RunoffConfig,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Spark skips a file deleted between its listing and its read without a word: the batch,
+    the summary and the ledger name it."""
+    from jobs.bronze.job import BronzeBatch, batch_files
+
+    files = land(config, "events", files=3, seed=21)
+    deleted: list[expected.LandingFile] = []
+    run_batch = BronzeBatch.__call__
+
+    def delete_one_after_batch_0(self: BronzeBatch, batch: Any, batch_id: int) -> None:
+        run_batch(self, batch, batch_id)
+        if batch_id == 0:  # availableNow listed every file at the start
+            read = batch_files(self.checkpoint, 0) or []
+            deleted.append(next(f for f in files if str(f.path) not in read))
+            deleted[0].path.unlink()
+
+    monkeypatch.setattr(BronzeBatch, "__call__", delete_one_after_batch_0)
+    capsys.readouterr()
+    record = run_bronze(spark, config, "events", BronzeOptions(max_files_per_trigger=1))
+    out = capsys.readouterr().out.splitlines()
+
+    (gone,) = deleted
+    kept = [f for f in files if f is not gone]
+    assert_tables_hold_exactly(config, "events", kept)
+    assert (record.status, record.batches, record.files) == ("success", 3, 3)
+    assert (record.rows, record.quarantined) == expected.counts(kept)[:2]
+    vanished = f"1 file vanished before it was read: {gone.path}"
+    batch_lines = [line for line in out if line.startswith("bronze events batch ")]
+    (empty,) = [line for line in batch_lines if ": 1 file, 0 rows in, " in line]
+    assert [line for line in out if "vanished" in line] == [empty, f"bronze events: {vanished}"]
+    assert empty.endswith(f"; {vanished}"), out
+    details = json.loads(read_runs(config.runs_path, "events")[-1]["details"])
+    assert details["vanished_files"] == [str(gone.path)]
+
+
 @pytest.mark.parametrize("dataset", ["sensors", "lines"])
 def test_bronze_and_quarantine_match_the_landing_lines(
     spark: SparkSession, config: RunoffConfig, dataset: str
