@@ -76,6 +76,8 @@ class ChangedFile:
     day: date | None  # of its `date=` folder
     backfill: str | None  # the command that re-reads it; None outside a `date=` folder
     changed_ms: int = 0  # when it last changed: its inode change time (ctime), or mtime if later
+    # In landing while the archive holds the ingested file of the same name: a replacement.
+    replaces_archived: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +89,7 @@ class ChangedFile:
             "recorded_modified_at": _iso(self.recorded.mtime_ms),
             "modified_at": _iso(self.now.mtime_ms),
             "backfill": self.backfill,
+            "replaces_archived": self.replaces_archived,
         }
 
     def describe(self, dataset: str) -> str:
@@ -102,6 +105,12 @@ class ChangedFile:
         )
         if self.backfill is not None:
             remedy = f"re-read it: {self.backfill}"
+            if self.replaces_archived:
+                # The backfill reads one file per name, landing's first (interval_files).
+                remedy += (
+                    " (it reads this file in place of the archived one of the same name, whose "
+                    "rows leave bronze; deliver new data under new names)"
+                )
         else:
             remedy = (
                 "it is not in a date=YYYY-MM-DD/ folder, so no backfill reads it: "
@@ -241,6 +250,7 @@ def check_landing(
                 day=day,
                 backfill=backfill_command(dataset, day) if day is not None else None,
                 changed_ms=changed_ms,
+                replaces_archived=not archived and config.archived(path).exists(),
             )
         )
     if check.changed:

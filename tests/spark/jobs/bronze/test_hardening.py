@@ -194,10 +194,16 @@ def test_lost_commits_and_cut_checkpoint_files_are_refused_changed_files_reporte
         (relative[0], "archive", command),
         (relative[1], "landing", command),
     ]
-    for name in relative:
+    # (b) says what the backfill does with the archived original: a replacement replaces it.
+    replaces = (
+        " (it reads this file in place of the archived one of the same name, whose rows leave "
+        "bronze; deliver new data under new names)"
+    )
+    assert [c["replaces_archived"] for c in changed] == [False, True]
+    for name, end in zip(relative, ("", replaces), strict=True):
         line = next(line for line in out.splitlines() if f"landing file {name} changed" in line)
         assert line.startswith("bronze events: ")
-        assert line.endswith(f"bronze lacks its new content; re-read it: {command}")
+        assert line.endswith(f"bronze lacks its new content; re-read it: {command}{end}")
     ledger = json.loads(read_runs(config.runs_path, "events")[-1]["details"])
     assert ledger["changed_files"] == changed
 
@@ -227,7 +233,8 @@ def test_lost_commits_and_cut_checkpoint_files_are_refused_changed_files_reporte
     assert listed[2]["modified_at"] == listed[2]["recorded_modified_at"]
     assert listed[2]["size"] > listed[2]["recorded_size"]
 
-    # The command, as printed: bronze and quarantine then hold exactly the files' lines.
+    # The command, as printed: bronze and quarantine then hold exactly the files' lines (of
+    # the second file, its replacement's only: the archived original's rows are gone).
     assert cli.main(["--home", str(config.home), *shlex.split(command)[1:]]) == 0
     now = [
         replace(expected.read_file("events", archived[first.path]), path=first.path),

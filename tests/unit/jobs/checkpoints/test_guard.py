@@ -356,6 +356,7 @@ def test_check_landing_finds_changes_by_time_or_size(config: RunoffConfig) -> No
         "recorded_modified_at": changed.to_json()["modified_at"],
         "modified_at": changed.to_json()["modified_at"],
         "backfill": "runoff backfill events --start 2024-01-02 --end 2024-01-03",
+        "replaces_archived": False,  # no archived file of that name
     }
     assert changed.describe("events").endswith(
         "(size 4 -> 8 bytes, modified "
