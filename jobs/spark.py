@@ -156,6 +156,24 @@ def master_conf(config: RunoffConfig, env: Mapping[str, str] | None = None) -> d
     return {} if "PYSPARK_GATEWAY_PORT" in env else {"spark.master": config.spark_master}
 
 
+# A driver on a local master serves itself only: its RPC endpoint and block manager listen on
+# loopback. (Spark's default is the machine's own address, where any host of the network could
+# connect to them.) On a cluster the executors must reach the driver: Spark's default stands.
+LOOPBACK_DRIVER = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+
+
+def driver_address_conf(config: RunoffConfig) -> dict[str, str]:
+    """`LOOPBACK_DRIVER` when the session's master is local: `RUNOFF_SPARK_MASTER`, or in a
+    driver spark-submit started, its `--master` (read from the JVM spark-submit started)."""
+    master = master_conf(config).get("spark.master")
+    if master is None:
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # connects to spark-submit's JVM
+        master = SparkConf().get("spark.master", "")
+    return dict(LOOPBACK_DRIVER) if master.startswith("local") else {}
+
+
 def get_spark(
     app_name: str = "runoff", config: RunoffConfig | None = None, *, long_lived: bool = False
 ) -> SparkSession:
@@ -174,7 +192,7 @@ def get_spark(
 
     builder = (
         SparkSession.builder.appName(app_name)
-        .config(map={**master_conf(config)})
+        .config(map={**master_conf(config), **driver_address_conf(config)})
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.default.parallelism", str(config.shuffle_partitions))

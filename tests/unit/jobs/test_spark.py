@@ -94,3 +94,22 @@ def test_a_commands_driver_stops_at_the_quick_jit_tier_and_a_servers_does_not() 
     assert "-XX:TieredStopAtLevel=1" in command
     assert "-XX:TieredStopAtLevel=1" not in server
     assert [o for o in command if o != "-XX:TieredStopAtLevel=1"] == server
+
+
+@pytest.mark.parametrize(
+    ("master", "conf"),
+    [
+        ("local[2]", {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}),
+        ("local[*]", {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}),
+        ("spark://10.0.0.5:7077", {}),  # the executors must reach the driver
+    ],
+)
+def test_a_local_drivers_endpoints_listen_on_loopback_only(
+    master: str, conf: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.config import RunoffConfig
+    from jobs.spark import driver_address_conf
+
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    config = RunoffConfig.from_sources(home=tmp_path, spark_master=master, env={})
+    assert driver_address_conf(config) == conf
