@@ -1,13 +1,15 @@
 """`make airflow`: a local Airflow (api-server, scheduler, dag-processor, triggerer) for runoff.
 
-Input: the runoff home (`--home`, else `RUNOFF_HOME`, else `./.runoff`) and a port. Output: a
-running `airflow standalone` whose metadata DB (sqlite) and logs live in `<home>/airflow`, whose
-DAGs folder is this repository's `dags/`, with the `spark_default` connection and the `spark`
-pool; it prints the URL and the admin login, then runs until Ctrl-C and stops every process it
-started. Its settings are also written to `<home>/airflow/airflow.cfg`: any `airflow` command
-with `AIRFLOW_HOME=<home>/airflow` talks to the same Airflow. Unless `--no-server`, it first
-starts `runoff serve` (log in `<home>/logs/server.log`) and gives the tasks `RUNOFF_SERVER`:
-every Spark step runs in that one warm driver.
+Input: the runoff home (`--home`, else `RUNOFF_HOME`, else `./.runoff`) and a port. Output: the
+components `airflow standalone` would run, started here so that every one listens on loopback
+only (`COMPONENTS`: no log servers), whose metadata DB (sqlite) and logs live in
+`<home>/airflow`, whose DAGs folder is this repository's `dags/`, with the `spark_default`
+connection and the `spark` pool; it prints the URL and the admin login, then runs until Ctrl-C
+(or until a component ends) and stops every process it started. Its settings are also written
+to `<home>/airflow/airflow.cfg`: any `airflow` command with `AIRFLOW_HOME=<home>/airflow` talks
+to the same Airflow. Unless `--no-server`, it first starts `runoff serve` (log in
+`<home>/logs/server.log`) and gives the tasks `RUNOFF_SERVER`: every Spark step runs in that one
+warm driver.
 
 The `spark_default` connection names the Spark master of every task, served or not: a
 `spark-submit` task passes it as `--master`, and the server runs on it too (`server_env`: the
@@ -33,6 +35,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +43,7 @@ DAGS_FOLDER = REPO_ROOT / "dags"
 SPARK_POOL = "spark"
 SPARK_CONNECTION = {"conn_type": "spark", "host": "local[*]"}
 PASSWORD_FILE = "simple_auth_manager_passwords.json.generated"
-# Holds the pid (= process group id) of `airflow standalone` while it runs.
+# Holds the process group id of Airflow's components while they run.
 PID_FILE = "runoff-standalone.pid"
 # ... and of `runoff serve` (its process group too).
 SERVER_PID_FILE = "runoff-server.pid"
@@ -58,7 +61,7 @@ def airflow_env(
 ) -> dict[str, str]:
     """The environment of every Airflow process: settings already in `base` win, except paths.
 
-    The venv's `bin` leads PATH: `airflow standalone` starts its components as `airflow ...` and
+    The venv's `bin` leads PATH: the components start their task processes as `airflow ...` and
     the Spark tasks run `spark-submit`, both found there.
     """
     env = dict(os.environ if base is None else base)
@@ -188,7 +191,7 @@ def prepare(env: Mapping[str, str], spark_slots: int) -> None:
 
 
 def admin_password(airflow_home: Path) -> str | None:
-    """The admin password `airflow standalone` generated, once it has written it."""
+    """The admin password the api-server generated, once it has written it."""
     path = airflow_home / PASSWORD_FILE
     try:
         passwords: dict[str, str] = json.loads(path.read_text())
@@ -225,28 +228,72 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def start(env: Mapping[str, str], log_path: Path | None = None) -> subprocess.Popen[bytes]:
-    """Start `airflow standalone` in its own process group (stop it with `stop`)."""
-    output = open(log_path, "ab") if log_path else None  # noqa: SIM115 - owned by the child
-    return subprocess.Popen(
-        [str(Path(sys.executable).parent / "airflow"), "standalone"],
-        env=dict(env),
-        stdout=output,
-        stderr=subprocess.STDOUT if output else None,
-        start_new_session=True,
-    )
+# The components `airflow standalone` runs, started here without its log servers: the scheduler
+# and the triggerer would each start `airflow serve-logs`, which listens on every interface (its
+# host is fixed). Their task and trigger logs are files under AIRFLOW_HOME/logs on this machine,
+# which the api-server reads itself.
+COMPONENTS: tuple[tuple[str, ...], ...] = (
+    ("api-server",),
+    ("scheduler", "--skip-serve-logs"),
+    ("dag-processor",),
+    ("triggerer", "--skip-serve-logs"),
+)
 
 
-def stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    """Terminate the process group of `process` (standalone and its components), then kill."""
-    if process.poll() is not None:
+@dataclass
+class Components:
+    """Airflow's running components, one process group: its id is the first one's pid."""
+
+    processes: list[subprocess.Popen[bytes]]
+
+    @property
+    def pid(self) -> int:
+        return self.processes[0].pid
+
+    def poll(self) -> int | None:
+        """None while every component runs, else the exit code of one that ended."""
+        return next((p.returncode for p in self.processes if p.poll() is not None), None)
+
+    def wait(self) -> int:
+        """Wait until a component ends (Airflow is then incomplete); its exit code."""
+        while (code := self.poll()) is None:
+            time.sleep(1)
+        return code
+
+
+def start(env: Mapping[str, str], log_path: Path | None = None) -> Components:
+    """Start Airflow's components (`COMPONENTS`) in a process group of their own (stop them
+    with `stop`)."""
+    output = open(log_path, "ab") if log_path else None  # noqa: SIM115 - owned by the children
+    processes: list[subprocess.Popen[bytes]] = []
+    for command in COMPONENTS:
+        processes.append(
+            subprocess.Popen(
+                [str(Path(sys.executable).parent / "airflow"), *command],
+                env=dict(env),
+                stdout=output,
+                stderr=subprocess.STDOUT if output else None,
+                # The first leads a new session; the others join its process group.
+                start_new_session=not processes,
+                process_group=processes[0].pid if processes else None,
+            )
+        )
+    return Components(processes)
+
+
+def stop(process: subprocess.Popen[bytes] | Components, timeout: float = 30.0) -> None:
+    """Terminate the process group of `process` (a process, or the components), then kill."""
+    members = process.processes if isinstance(process, Components) else [process]
+    if all(p.poll() is not None for p in members):
         return
     try:
         os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=timeout)
+        for member in members:
+            member.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=timeout)
+        for member in members:
+            member.wait(timeout=timeout)
     except ProcessLookupError:
         pass
 
@@ -283,9 +330,7 @@ def start_server(env: Mapping[str, str], home: Path) -> subprocess.Popen[bytes]:
     return process
 
 
-def wait_until_ready(
-    process: subprocess.Popen[bytes], env: Mapping[str, str], timeout: float
-) -> str | None:
+def wait_until_ready(process: Components, env: Mapping[str, str], timeout: float) -> str | None:
     """Wait for the API to answer and the admin password to exist; return the password.
 
     With `AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS=True` there is no password: None.
@@ -296,7 +341,7 @@ def wait_until_ready(
     all_admins = env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "").lower()
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"airflow standalone exited with code {process.returncode}")
+            raise RuntimeError(f"an Airflow component exited with code {process.poll()}")
         password = admin_password(airflow_home)
         if password is not None:
             # Airflow writes the file with the umask's mode (often readable by every user).
@@ -355,8 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines.append(f"login admin / {password} (from {airflow_home / PASSWORD_FILE})")
         lines.append("DAGs start paused: unpause runoff_<dataset> in the UI; Ctrl-C stops Airflow")
         print("\n".join(f"runoff: {line}" for line in lines), flush=True)
-        process.wait()
-        return process.returncode or 0
+        return process.wait()
     except RuntimeError as exc:
         print(f"runoff: error: {exc}", file=sys.stderr)
         return 1

@@ -198,6 +198,27 @@ def kill_leftovers(airflow_home: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+LOOPBACK = frozenset({"127.0.0.1", "::1", "::ffff:127.0.0.1"})
+
+
+def listening_sockets(airflow_home: Path) -> dict[str, set[tuple[str, int]]]:
+    """The TCP addresses that the processes with this AIRFLOW_HOME in their environment (its
+    components, their task processes, `runoff serve` and its JVM) listen on, by process."""
+    import psutil
+
+    pids = set(pids_with_environment("AIRFLOW_HOME", str(airflow_home)))
+    found: dict[str, set[tuple[str, int]]] = {}
+    for connection in psutil.net_connections(kind="tcp"):
+        if connection.status != psutil.CONN_LISTEN or connection.pid not in pids:
+            continue
+        with contextlib.suppress(psutil.NoSuchProcess):
+            command = " ".join(psutil.Process(connection.pid).cmdline())[:120]
+            found.setdefault(f"{connection.pid} {command}", set()).add(
+                (connection.laddr.ip, connection.laddr.port)
+            )
+    return found
+
+
 def pids_with_environment(key: str, value: str) -> list[int]:
     wanted = f"{key}={value}".encode()
     pids = []

@@ -45,10 +45,12 @@ from tests import expected
 from tests.airflow_api import (
     DAG_ID,
     INCREMENTAL_STATES,
+    LOOPBACK,
     RUN_TIMEOUT,
     Airflow,
     clean_environment,
     kill_leftovers,
+    listening_sockets,
     stop_group,
     wait_for_dags,
 )
@@ -187,6 +189,15 @@ def test_airflow_runs_and_shows_runoff_events(airflow: Airflow, tmp_path: Path) 
     assert_silver_matches_expected(config, "events")
     after_run = snapshot_tables(config, "events")
     assert_published(af, run["dag_run_id"], config)
+
+    # -- every listening socket of this Airflow is on loopback --------------------------------
+    # The api-server, and no log server (`airflow serve-logs` listens on every interface); the
+    # Spark driver of `runoff serve` (local[2]) binds its RPC and block manager to loopback.
+    listening = listening_sockets(Path(af.env["AIRFLOW_HOME"]))
+    addresses = {address for sockets in listening.values() for address in sockets}
+    assert ("127.0.0.1", int(urllib.parse.urlsplit(af.url).port or 0)) in addresses, listening
+    assert any("java" in process for process in listening), listening
+    assert {ip for ip, _ in addresses} <= LOOPBACK, listening
 
     # -- the plain `airflow` CLI, from a shell with only AIRFLOW_HOME, sees the same Airflow ----
     output = af.cli("dags", "list-runs", DAG_ID, "--output", "json")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import stat
-import subprocess
 import sys
 from pathlib import Path
 from typing import cast
@@ -74,14 +73,12 @@ def test_the_generated_password_file_is_readable_by_its_owner_only(
     monkeypatch.setattr(standalone, "api_ready", lambda url: True)
 
     class Running:
-        returncode = None
-
         def poll(self) -> None:
             return None
 
     env = {"AIRFLOW__API__BASE_URL": "http://127.0.0.1:9", "AIRFLOW_HOME": str(tmp_path)}
-    process = cast("subprocess.Popen[bytes]", Running())
-    assert standalone.wait_until_ready(process, env, timeout=10) == "generated"
+    components = cast("standalone.Components", Running())
+    assert standalone.wait_until_ready(components, env, timeout=10) == "generated"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
