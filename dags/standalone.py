@@ -273,9 +273,8 @@ def start(env: Mapping[str, str], log_path: Path | None = None) -> Components:
                 env=dict(env),
                 stdout=output,
                 stderr=subprocess.STDOUT if output else None,
-                # The first leads a new session; the others join its process group.
-                start_new_session=not processes,
-                process_group=processes[0].pid if processes else None,
+                # The first leads a new process group; the others join it.
+                process_group=processes[0].pid if processes else 0,
             )
         )
     return Components(processes)

@@ -52,6 +52,7 @@ class Airflow:
     # PATH and HOME), what README shows for `make airflow` (its settings are in airflow.cfg).
     shell_env: Mapping[str, str] | None = None
     dag_id: str = DAG_ID
+    pid: int | None = None  # the process that started it (Airflow's processes descend from it)
     passed: bool = False  # set by the test when it got to the end: its files are then removed
 
     def api(self, method: str, path: str, body: Any = None, attempts: int = 3) -> Any:
@@ -201,12 +202,14 @@ def kill_leftovers(airflow_home: Path) -> None:
 LOOPBACK = frozenset({"127.0.0.1", "::1", "::ffff:127.0.0.1"})
 
 
-def listening_sockets(airflow_home: Path) -> dict[str, set[tuple[str, int]]]:
-    """The TCP addresses that the processes with this AIRFLOW_HOME in their environment (its
-    components, their task processes, `runoff serve` and its JVM) listen on, by process."""
+def listening_sockets(root: int) -> dict[str, set[tuple[str, int]]]:
+    """The TCP addresses that process `root` and its descendants (Airflow's components, their
+    task processes, `runoff serve` and its JVM) listen on, by process. (Not found by their
+    environment: Airflow's components set their process titles over it.)"""
     import psutil
 
-    pids = set(pids_with_environment("AIRFLOW_HOME", str(airflow_home)))
+    parent = psutil.Process(root)
+    pids = {root, *(child.pid for child in parent.children(recursive=True))}
     found: dict[str, set[tuple[str, int]]] = {}
     for connection in psutil.net_connections(kind="tcp"):
         if connection.status != psutil.CONN_LISTEN or connection.pid not in pids:

@@ -114,7 +114,12 @@ def airflow() -> Iterator[Airflow]:
         password = _wait_for_login(process, env, log)
         url = env["AIRFLOW__API__BASE_URL"]
         af = Airflow(
-            url=url, env=env, token=standalone.api_token(url, password), log=log, receiver=receiver
+            url=url,
+            env=env,
+            token=standalone.api_token(url, password),
+            log=log,
+            receiver=receiver,
+            pid=process.pid,
         )
         yield af
     finally:
@@ -193,7 +198,8 @@ def test_airflow_runs_and_shows_runoff_events(airflow: Airflow, tmp_path: Path) 
     # -- every listening socket of this Airflow is on loopback --------------------------------
     # The api-server, and no log server (`airflow serve-logs` listens on every interface); the
     # Spark driver of `runoff serve` (local[2]) binds its RPC and block manager to loopback.
-    listening = listening_sockets(Path(af.env["AIRFLOW_HOME"]))
+    assert af.pid is not None
+    listening = listening_sockets(af.pid)
     addresses = {address for sockets in listening.values() for address in sockets}
     assert ("127.0.0.1", int(urllib.parse.urlsplit(af.url).port or 0)) in addresses, listening
     assert any("java" in process for process in listening), listening
