@@ -131,9 +131,9 @@ QUIET_SHARING = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 # A command's driver lives for a run: seconds to minutes. The JIT's optimizing tier (C2) spends
 # more CPU compiling for it than its code wins back, so a command's driver stops at the quick
-# tier (C1): a cold `runoff run` then costs about a third less CPU and less wall time, from 600
-# to 500,000 rows (`benchmarks/bench_driver_jit.py`). A long-lived driver (`runoff serve`) keeps
-# both tiers: its hot code is compiled once and reused for hours.
+# tier (C1): a cold `runoff run` then costs a third less CPU at 600 rows and a fifth less at
+# 500,000, in less or the same wall time (`benchmarks/bench_driver_jit.py`). A long-lived driver
+# (`runoff serve`) keeps both tiers: its hot code is compiled once and reused for hours.
 COMMAND_JIT = "-XX:TieredStopAtLevel=1"
 
 
