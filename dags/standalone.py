@@ -339,8 +339,8 @@ def wait_until_ready(process: Components, env: Mapping[str, str], timeout: float
     airflow_home = Path(env["AIRFLOW_HOME"])
     all_admins = env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "").lower()
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"an Airflow component exited with code {process.poll()}")
+        if (code := process.poll()) is not None:
+            raise RuntimeError(f"an Airflow component exited with code {code}")
         password = admin_password(airflow_home)
         if password is not None:
             # Airflow writes the file with the umask's mode (often readable by every user).
