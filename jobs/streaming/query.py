@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -319,8 +320,34 @@ def error_line(exc: BaseException) -> str:
 
 
 # -- running a foreachBatch query ---------------------------------------------------------
+# Spark tells a stopped query from a failed one by matching the text of the error that came
+# back from Python against `StreamExecution.PROXY_ERROR`, whose `(.|\r\n|\r|\n)*` recurses once
+# per character: a traceback holding a JVM stack trace (the error of a Spark call the stop
+# interrupted) overflows the stream thread's stack, and the JVM prints a StackOverflowError of a
+# thousand `java.util.regex.Pattern` frames. The JVM is told a few short lines instead.
+SUMMARY_LINE_CHARS = 96
+SUMMARY_CAUSES = 3
+_JVM_FRAME = re.compile(r"(?:at |\.\.\. \d+ more)")
+
+
+class BatchFailed(Exception):
+    """What the JVM is told of the error that failed a batch (`summary_for_jvm`)."""
+
+
+def summary_for_jvm(exc: BaseException) -> str:
+    """The error in at most six short lines: its type and first line, the next line (a Py4J
+    error's JVM exception), and its last `Caused by:` lines, JVM stack frames left out."""
+    kind = type(exc)
+    lines = [line.strip() for line in str(exc).splitlines()]
+    lines = [line for line in lines if line and not _JVM_FRAME.match(line)]
+    head = f"{kind.__module__}.{kind.__qualname__}: {lines[0] if lines else ''}"
+    causes = [line for line in lines[2:] if line.startswith("Caused by:")][-SUMMARY_CAUSES:]
+    return "\n".join(line[:SUMMARY_LINE_CHARS] for line in [head, *lines[1:2], *causes])
+
+
 class BatchFunction:
-    """A `foreachBatch` function that remembers the Python error that failed a batch."""
+    """A `foreachBatch` function that remembers the Python error that failed a batch, and
+    gives Spark only its summary (`summary_for_jvm`)."""
 
     def __init__(self, process: Callable[[DataFrame, int], None]) -> None:
         self.process = process
@@ -334,7 +361,9 @@ class BatchFunction:
         except BaseException as exc:
             # Spark re-raises it wrapped in pages of JVM text: keep the original for the user.
             self.error, self.failed_batch = exc, batch_id
-            raise
+            if isinstance(exc, Exception):
+                raise BatchFailed(summary_for_jvm(exc)) from None
+            raise  # an interrupt: its message is short
 
 
 def run_query(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import RunoffError
-from jobs.streaming.query import BatchFunction, raise_failure
+from jobs.streaming.query import SUMMARY_LINE_CHARS, BatchFunction, raise_failure, summary_for_jvm
 
 STREAM_FAILED = (
     "[STREAM_FAILED] Query [id = 5f0c, runId = 9a1e] terminated with exception: "
@@ -58,3 +58,35 @@ def test_a_cause_the_error_already_says_is_not_repeated(tmp_path: Path) -> None:
         "disk quota. Nothing of a batch after the checkpoint's last one was kept: running the "
         "command again is safe"
     )
+
+
+class Py4JJavaError(Exception):
+    """Named as py4j names its error."""
+
+
+Py4JJavaError.__module__ = "py4j.protocol"
+
+
+def test_the_jvm_is_told_of_a_batch_error_in_a_few_short_lines() -> None:
+    frames = "".join(f"\tat org.example.Frame{i}.run(Frame.java:{i})\n" for i in range(300))
+    error = Py4JJavaError(
+        "An error occurred while calling o412.save.\n"
+        f": org.apache.spark.SparkException: Job 7 cancelled\n{frames}"
+        f"Caused by: java.util.concurrent.ExecutionException: boom\n{frames}\t... 12 more\n"
+        f"Caused by: java.lang.InterruptedException\n{frames}\t... 40 more\n"
+    )
+    assert summary_for_jvm(error) == (
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o412.save.\n"
+        ": org.apache.spark.SparkException: Job 7 cancelled\n"
+        "Caused by: java.util.concurrent.ExecutionException: boom\n"
+        "Caused by: java.lang.InterruptedException"
+    )
+
+
+def test_a_long_line_is_cut_and_only_the_last_causes_are_kept() -> None:
+    causes = "".join(f"Caused by: java.lang.Error{i}\n" for i in range(6))
+    summary = summary_for_jvm(ValueError("x" * 5000 + "\nsecond\n" + causes))
+    head, second, *rest = summary.split("\n")
+    assert head == ("builtins.ValueError: " + "x" * 5000)[:SUMMARY_LINE_CHARS]
+    assert second == "second"
+    assert rest == [f"Caused by: java.lang.Error{i}" for i in (3, 4, 5)]
