@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
@@ -76,7 +77,14 @@ from jobs.bronze.parse import (
 )
 from jobs.checkpoints.files import files_of_batch, read_query_id, spark_path
 from jobs.checkpoints.guard import record_batch
-from jobs.checkpoints.landing_changes import check_landing, record_states, report_lines
+from jobs.checkpoints.landing_changes import (
+    FileState,
+    check_landing,
+    current_state,
+    record_states,
+    report_lines,
+)
+from jobs.checkpoints.landing_changes import read_states as recorded_states
 from jobs.streaming.dataset import Dataset, load_dataset
 from jobs.streaming.query import (
     BatchFunction,
@@ -204,12 +212,22 @@ def batch_files(checkpoint: Location, batch_id: int) -> list[str] | None:
         return None
 
 
-def vanished_files(listed: list[str] | None, parsed: DataFrame) -> tuple[str, ...]:
-    """The batch's files that were gone when it read them. Spark skips a file deleted between
-    its listing and the read without a word; such a file is missing now and none of the
-    batch's lines came from it. (An empty file deleted after the read looks the same: nothing
-    of it is missing from the tables either.)"""
-    missing = [path for path in listed or () if not as_location(path).exists()]
+def read_states(listed: list[str] | None) -> dict[str, FileState | None]:
+    """Each of a batch's files as its batch reads it: size, modification time and, on object
+    storage, ETag; None for a file that is gone."""
+    states: dict[str, FileState | None] = {}
+    for path in listed or ():
+        found = current_state(as_location(path))
+        states[path] = None if found is None else found[0]
+    return states
+
+
+def vanished_files(states: Mapping[str, FileState | None], parsed: DataFrame) -> tuple[str, ...]:
+    """The batch's files that were gone when it read them (`states`, from `read_states`). Spark
+    skips a file deleted between its listing and the read without a word; such a file is
+    missing now and none of the batch's lines came from it. (An empty file deleted after the
+    read looks the same: nothing of it is missing from the tables either.)"""
+    missing = [path for path, state in states.items() if state is None]
     if not missing:
         return ()
     read = {spark_path(row[0]) for row in parsed.select("_source_file").distinct().collect()}
@@ -246,6 +264,7 @@ class BronzeBatch:
         self.table_columns: list[str] = []  # the bronze table's columns when the run started
         self._app_id: str | None = None
         self.vanished: tuple[str, ...] = ()  # files gone before their batch read them
+        self.recorded = recorded_states(checkpoint)  # the ingested files' states
 
     @property
     def app_id(self) -> str:
@@ -254,6 +273,18 @@ class BronzeBatch:
             if self._app_id is None:
                 raise RunoffError(f"checkpoint {self.checkpoint} holds no query id")
         return self._app_id
+
+    def _record(self, states: Mapping[str, FileState | None]) -> None:
+        """Record the batch's files as read, before Spark moves them to the archive (a copy on
+        object storage: a new modification time), so that a run killed after the move still
+        knows them (`jobs.checkpoints.landing_changes`)."""
+        new = {
+            path: state
+            for path, state in states.items()
+            if state is not None and self.recorded.get(path) != state
+        }
+        record_states(self.checkpoint, new)
+        self.recorded.update(new)
 
     def _done(self, path: Location, batch_id: int) -> bool:
         return already_committed(path, self.app_id, batch_id)
@@ -277,7 +308,9 @@ class BronzeBatch:
         parsed = parse_lines(batch, self.dataset).persist()
         try:
             counts = count_lines(parsed, [rule.name for rule in self.dataset.rules])
-            vanished = vanished_files(listed, parsed)
+            states = read_states(listed)
+            vanished = vanished_files(states, parsed)
+            self._record(states)
             logger.debug("batch %s: parsed and counted in %.2f s", batch_id, elapsed(started))
             current.update(rows=counts.rows_in, stage="checking")
             extra = self._extra_columns(parsed, counts) if counts.good and not bronze_done else []
@@ -470,7 +503,7 @@ def run_bronze(
                 record.details["added_columns"] = batches.added_columns
             if batches.vanished:
                 record.details["vanished_files"] = list(batches.vanished)
-        # The size and modification time of the files this run ingested, to compare next time.
+        # Ingested files no batch recorded (a batch whose files the checkpoint could not list).
         record_states(checkpoint, check_landing(config, name, only_new=True).new_states)
     say_problems(record, batches.gates)
     for line in report_lines(name, landing_check.changed, job):

@@ -2,14 +2,17 @@
 
 Spark's file source reads a landing path once: a file appended to after it was ingested, or a
 new file renamed onto an ingested name, is skipped as already seen, so bronze silently lacks
-its new content. `check_landing(config, dataset)` finds such files with `stat` calls only (no
-file content is read): for every file the bronze checkpoint's file source log lists
-(`sources/0/`: path and modification time, in milliseconds, of each ingested file), the file
-now at that landing path, else its archived copy (`<data>/archive/bronze<landing path>`, where
-Spark's `cleanSource=archive` moves it, keeping its modification time), is compared with
-- the size and modification time runoff recorded right after the run that ingested it
-  (`<checkpoint>/runoff_files.jsonl`, one JSON line per file; later lines win), or, for a file
-  not recorded yet, the modification time Spark recorded (then its state is recorded now).
+its new content. `check_landing(config, dataset)` finds such files with `stat` calls only (on
+object storage, one HEAD request each; no file content is read): for every file the bronze
+checkpoint's file source log lists (`sources/0/`: path and modification time, in milliseconds,
+of each ingested file), the file now at that landing path, else its archived copy
+(`<data>/archive/bronze<landing path>`, where Spark's `cleanSource=archive` moves it), is
+compared (`same_content`) with
+- the size, modification time and, on object storage, ETag that the bronze batch that read it
+  recorded (`<checkpoint>/runoff_files.jsonl`, one JSON line per file; later lines win), before
+  Spark moved it: locally the move keeps the modification time, on object storage it is a copy
+  with a new one and the same ETag; or, for a file not recorded yet, the modification time
+  Spark recorded (then its state is recorded now).
 A file that differs is reported with the `runoff backfill` command that re-reads it: its
 `date=YYYY-MM-DD/` folder's day, `--start D --end D+1`. Once a successful backfill run of the
 ledger that started after the file's last change covers that whole day, the file's new state
@@ -61,6 +64,13 @@ def landing_files(landing_dir: Location) -> list[Location]:
 class FileState:
     size: int | None  # None: unknown (only Spark's modification time was recorded)
     mtime_ms: int
+    etag: str | None = None  # object storage: the store's tag of the content
+
+    def to_json(self, path: str) -> dict[str, Any]:
+        doc: dict[str, Any] = {"path": path, "size": self.size, "mtime_ms": self.mtime_ms}
+        if self.etag is not None:
+            doc["etag"] = self.etag
+        return doc
 
 
 @dataclass(frozen=True)
@@ -140,9 +150,11 @@ def read_states(checkpoint: Location) -> dict[str, FileState]:
     for line in lines:
         try:
             doc = json.loads(line)
-            size = doc.get("size")
+            size, etag = doc.get("size"), doc.get("etag")
             states[str(doc["path"])] = FileState(
-                None if size is None else int(size), int(doc["mtime_ms"])
+                None if size is None else int(size),
+                int(doc["mtime_ms"]),
+                None if etag is None else str(etag),
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             continue  # a line cut off by a crash
@@ -154,8 +166,7 @@ def record_states(checkpoint: Location, states: Mapping[str, FileState]) -> None
     if not states:
         return
     lines = "".join(
-        json.dumps({"path": p, "size": s.size, "mtime_ms": s.mtime_ms}, sort_keys=True) + "\n"
-        for p, s in sorted(states.items())
+        json.dumps(s.to_json(p), sort_keys=True) + "\n" for p, s in sorted(states.items())
     )
     checkpoint.mkdir(parents=True, exist_ok=True)
     append_text(checkpoint / STATES_FILE, lines)
@@ -168,15 +179,46 @@ def same_time(recorded_ms: int, now_ms: int) -> bool:
 
 
 def current_state(path: Location) -> tuple[FileState, int] | None:
-    """The file's size and modification time, and when it last changed (ms): its status change
-    time, which a writer cannot set back as it can the modification time, or the modification
-    time if later."""
+    """The file's size and modification time, and when it last changed (ms): locally its status
+    change time, which a writer cannot set back as it can the modification time, or the
+    modification time if later; on object storage the object's LastModified, with its ETag.
+    None when there is no such file."""
+    if not isinstance(path, Path):
+        try:
+            info = path.fs.info(path.path)
+        except FileNotFoundError:
+            return None
+        if info.get("type") != "file":
+            return None
+        mtime = int(info["LastModified"].timestamp() * 1000)
+        etag = str(info.get("ETag") or "").strip('"') or None
+        return FileState(int(info["size"]), mtime, etag), mtime
     try:
         stat = path.stat()
     except OSError:
         return None
     mtime = stat.st_mtime_ns // 1_000_000
     return FileState(stat.st_size, mtime), max(mtime, stat.st_ctime_ns // 1_000_000)
+
+
+def same_content(recorded: FileState, now: FileState, archived: bool) -> bool:
+    """Whether the file still holds what was recorded.
+
+    - Both ETags known, neither from a multipart upload or copy: size and ETag (the content's
+      MD5). An object store's move to the archive is a copy: a new modification time, the same
+      ETag.
+    - Locally, and in the landing folder of an object store: size and modification time.
+    - An object moved to the archive whose ETag depends on how it was uploaded or copied in
+      parts (a `-N` suffix; S3A copies objects above `fs.s3a.multipart.threshold` in parts):
+      size only, as the move gave it a new modification time and tag.
+    """
+    if recorded.size != now.size:
+        return False
+    if recorded.etag and now.etag and "-" not in recorded.etag + now.etag:
+        return recorded.etag == now.etag
+    if archived and now.etag is not None:
+        return True
+    return recorded.mtime_ms == now.mtime_ms
 
 
 def folder_day(relative: str) -> date | None:
@@ -235,7 +277,9 @@ def check_landing(
                 check.new_states[path] = now
                 continue
             known = FileState(None, spark_ms)
-        elif known == now:
+        elif same_content(known, now, archived):
+            if known.etag is None and now.etag is not None and not archived:
+                check.new_states[path] = now  # recorded before runoff kept ETags
             continue
         relative = _relative(path, landing)
         day = folder_day(relative)

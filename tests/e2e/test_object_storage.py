@@ -15,11 +15,13 @@ output and no file of the home.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +34,7 @@ from upath import UPath
 
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
+from jobs.checkpoints.landing_changes import check_landing, current_state, record_states
 from jobs.samples import generate
 from tests import expected
 from tests.s3_server import S3_CLIENT_VARIABLES, S3Server, s3_server
@@ -230,3 +233,41 @@ def test_compose_passes_the_variables_this_test_gives_runoff() -> None:
         assert {v: environment.get(v, "missing") for v in variables} == dict.fromkeys(variables), (
             name
         )
+
+
+def test_an_archived_object_is_compared_by_its_content_not_its_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark's move to the archive is a copy on S3: a new LastModified, the same ETag (the MD5 of
+    the content). The landing changes check compares size and ETag: the move is no change, a
+    rewrite of the same size is."""
+    with s3_server(tmp_path / "s3.log") as s3:
+        for key, value in s3.env.items():
+            monkeypatch.setenv(key, value)
+        env = {**s3.env, "RUNOFF_HOME": str(tmp_path / "home"), "RUNOFF_DATA": s3.uri("moved")}
+        config = RunoffConfig.from_sources(env=env)
+        landed = config.landing_dir(DATASET) / "date=2024-01-02" / "a.json"
+        landed.write_text('{"action": "Open"}\n')
+        # The file source log's entry, as a bronze batch leaves it.
+        modified = landed.fs.info(landed.path)["LastModified"]
+        entry = {"path": str(landed), "timestamp": int(modified.timestamp() * 1000), "batchId": 0}
+        checkpoint = config.checkpoint_dir("bronze", DATASET)
+        (checkpoint / "sources" / "0" / "0").write_text("v1\n" + json.dumps(entry))
+        first = check_landing(config, DATASET, runs=[])
+        assert first.changed == []
+        state = first.new_states[str(landed)]
+        assert state.etag == hashlib.md5(b'{"action": "Open"}\n').hexdigest()
+        record_states(checkpoint, first.new_states)
+
+        time.sleep(1.1)  # LastModified counts seconds: the copy's is later
+        archived = config.archived(str(landed))
+        landed.fs.copy(landed.path, archived.path)  # what S3A's rename does
+        landed.fs.rm(landed.path)
+        moved = current_state(archived)
+        assert moved is not None and moved[0].mtime_ms > state.mtime_ms
+        assert check_landing(config, DATASET, runs=[]).changed == []
+
+        archived.write_text('{"action": "Shut"}\n')  # the same size, other content
+        (changed,) = check_landing(config, DATASET, runs=[]).changed
+        assert (changed.path, changed.archived, changed.recorded) == (str(landed), True, state)
+        assert changed.now.etag == hashlib.md5(b'{"action": "Shut"}\n').hexdigest()

@@ -200,6 +200,41 @@ def test_a_file_deleted_after_listing_is_named_as_vanished(
     assert details["vanished_files"] == [str(gone.path)]
 
 
+def test_each_batch_records_its_files_as_it_reads_them(
+    spark: SparkSession, config: RunoffConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch records the size and modification time of its files (the landing changes check
+    compares them later) before Spark moves them to the archive, which on object storage is a
+    copy with a new modification time: a run killed after the move still knows what it read."""
+    from jobs.bronze.job import BronzeBatch, batch_files
+    from jobs.checkpoints.landing_changes import FileState, read_states
+
+    files = land(config, "events", files=2, seed=23)
+    stats = {f.path.name: f.path.stat() for f in files}  # before the run moves them
+    during: dict[int, tuple[list[str], dict[str, FileState]]] = {}
+    run_batch = BronzeBatch.__call__
+
+    def note_the_records(self: BronzeBatch, batch: Any, batch_id: int) -> None:
+        run_batch(self, batch, batch_id)
+        during[batch_id] = (
+            batch_files(self.checkpoint, batch_id) or [],
+            read_states(self.checkpoint),
+        )
+
+    monkeypatch.setattr(BronzeBatch, "__call__", note_the_records)
+    run_bronze(spark, config, "events", BronzeOptions(max_files_per_trigger=1))
+
+    assert sorted(during) == [0, 1]
+    read_so_far: list[str] = []
+    for batch_id in (0, 1):
+        listed, states = during[batch_id]
+        read_so_far += listed
+        assert sorted(states) == sorted(read_so_far)
+        for path in listed:
+            stat = stats[Path(urlparse(path).path).name]
+            assert states[path] == FileState(stat.st_size, stat.st_mtime_ns // 1_000_000)
+
+
 @pytest.mark.parametrize("dataset", ["sensors", "lines"])
 def test_bronze_and_quarantine_match_the_landing_lines(
     spark: SparkSession, config: RunoffConfig, dataset: str

@@ -28,11 +28,13 @@ from jobs.checkpoints.guard import (
     record_batch,
 )
 from jobs.checkpoints.landing_changes import (
+    FileState,
     check_landing,
     covers,
     folder_day,
     read_states,
     record_states,
+    same_content,
 )
 from jobs.cli import main as cli
 from jobs.streaming.failures import explain
@@ -323,6 +325,26 @@ def test_folder_day_and_covers() -> None:
     assert covers([(at(12), at(24)), (at(0), at(12))], day)
     assert not covers([(at(0), at(11)), (at(12), at(24))], day)
     assert not covers([], day)
+
+
+def test_same_content_by_etag_where_the_store_gives_one(tmp_path: Path) -> None:
+    local = FileState(4, 1000)
+    assert same_content(local, FileState(4, 1000), archived=True)
+    assert not same_content(local, FileState(4, 2000), archived=True)  # locally: the time
+    assert not same_content(local, FileState(5, 1000), archived=False)
+    tagged = FileState(4, 1000, "9a0364b9e99bb480dd25e1f0284c8555")
+    moved = FileState(4, 2000, "9a0364b9e99bb480dd25e1f0284c8555")  # a copy: a new time
+    assert same_content(tagged, moved, archived=True)
+    assert not same_content(tagged, FileState(4, 1000, "0cc175b9c0f1b6a831c399e269772661"), False)
+    # Tags of uploads or copies in parts depend on the part size, not only on the content.
+    parts = FileState(4, 2000, "0cc175b9c0f1b6a831c399e269772661-3")
+    assert same_content(tagged, parts, archived=True)  # the move: size only
+    assert not same_content(tagged, parts, archived=False)  # in landing: the time too
+    assert not same_content(tagged, FileState(5, 2000, parts.etag), archived=True)
+    # A state recorded before ETags were kept, of an object the archive moved.
+    assert same_content(FileState(4, 1000), moved, archived=True)
+    record_states(tmp_path, {"s3a://b/x.json": tagged})
+    assert read_states(tmp_path) == {"s3a://b/x.json": tagged}  # the tag is kept
 
 
 def ingest(config: RunoffConfig, relative: str, text: str, batch: int = 0) -> Path:
