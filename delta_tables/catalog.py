@@ -7,7 +7,8 @@ paths, checkpoints, keys, partitioning and properties:
 - `quarantine_<dataset>` at `delta/quarantine/<dataset>`: `QUARANTINE_SCHEMA`, partitioned by
   `ingest_date`, written by the bronze query (same checkpoint);
 - one silver table per aggregate at `delta/silver/<table>`, keyed by window and keys,
-  checkpoint `checkpoints/silver/<table>`, schema set by its first write;
+  checkpoint `checkpoints/silver/<table>`, schema set by its first write, the definition that
+  builds it kept as a table property (`delta_tables.definitions`);
 - the run ledger `runs` at `delta/ops/runs`.
 Everything else asks this module; nothing here imports pyspark at module level (DAG files use it).
 `ensure_table(spark, table)` creates a missing table through delta-spark
@@ -27,6 +28,7 @@ from upath import UPath
 from core.config import Location, RunoffConfig, data_location
 from core.errors import ConfigError
 from core.specs import DatasetSpec, SpecError, SpecScan, scan
+from delta_tables import definitions
 from delta_tables.writes import is_delta_table
 
 if TYPE_CHECKING:
@@ -203,7 +205,7 @@ class Catalog:
                     checkpoint=config.checkpoint_dir("silver", s.table),
                     partition_by=s.partition_by,
                     keys=s.key_columns,
-                    properties=props,
+                    properties={**props, definitions.PROPERTY: definitions.encoded(s)},
                     description=s.description,
                 )
                 for s in spec.silver

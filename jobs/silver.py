@@ -61,6 +61,7 @@ from core import interrupts
 from core.config import Location, RunoffConfig
 from core.console import live_status, say
 from core.errors import RunoffError
+from delta_tables import definitions
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.ledger import RunRecord, recorded_run
 from delta_tables.writes import already_committed, is_delta_table, merge, table_version
@@ -485,6 +486,10 @@ def run_silver(
                     f"bronze table {bronze} does not exist: run `runoff bronze {dataset.name}` "
                     "first"
                 )
+            # A table built by another definition is refused before anything is written.
+            specs = {s.table: s for s in dataset.spec.silver}
+            definitions.refuse_changed(silver.values(), specs, str(dataset.spec.file))
+            record.details["definitions"] = definitions.fingerprints(specs.values())
             for aggregate in dataset.aggregates:
                 path = tables[aggregate.table]
                 checkpoint = silver[aggregate.table].checkpoint
@@ -515,6 +520,7 @@ def run_silver(
 
                 spark = get_spark(app_name=f"runoff-silver-{dataset.name}", config=config)
             ensure_resolves(spark, catalog, dataset.name)
+            definitions.adopt(spark, silver.values(), specs)
             try:
                 # One query at a time: concurrent queries on a small machine start their Python
                 # stream readers together and compete for the same cores.

@@ -278,6 +278,7 @@ def run_backfill(
     report: Callable[[str], None] = say,
 ) -> BackfillResult:
     """Re-run the interval: bronze, quarantine, silver; one ledger row. See the module doc."""
+    from delta_tables import definitions
     from delta_tables.catalog import Catalog
     from delta_tables.ledger import recorded_run
     from jobs.streaming.dataset import load_dataset
@@ -310,6 +311,10 @@ def run_backfill(
         try:
             checkpoints = [t.checkpoint for t in (tables.bronze, *tables.silver) if t.checkpoint]
             with checkpoint_locks(config, checkpoints, f"runoff backfill {name} {interval}"):
+                # Windows of another definition are not merged beside the table's own.
+                specs = {s.table: s for s in dataset.spec.silver}
+                definitions.refuse_changed(tables.silver, specs, str(dataset.spec.file))
+                record.details["definitions"] = definitions.fingerprints(specs.values())
                 _backfill(spark, config, dataset, tables, interval, result, gates, report, done)
         finally:
             record.versions_after = {t: table_version(p) for t, p in paths.items()}

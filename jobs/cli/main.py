@@ -196,6 +196,14 @@ def _reset_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", action="store_true", help="confirm: tables and checkpoints are deleted")
 
 
+def _rebuild_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "table",
+        nargs="+",
+        help="silver tables to recompute from the whole of bronze (e.g. events_action_hourly)",
+    )
+
+
 def _no_args(p: argparse.ArgumentParser) -> None:
     return None
 
@@ -244,6 +252,11 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] 
         "full refresh: delete a layer's tables and checkpoints",
         _reset_args,
     ),
+    "rebuild": (
+        "jobs.ops.rebuild",
+        "recompute silver tables from the whole of bronze (after a change of their definition)",
+        _rebuild_args,
+    ),
     "report": (
         "jobs.report.build",
         "write a self-contained HTML report with charts",
@@ -260,7 +273,18 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] 
 # Commands that run in a `runoff serve` server when the client names one (the others need no
 # Spark: they run where they are called).
 SERVED_COMMANDS = frozenset(
-    {"check", "bronze", "silver", "validate", "run", "backfill", "maintain", "reset", "demo"}
+    {
+        "check",
+        "bronze",
+        "silver",
+        "validate",
+        "run",
+        "backfill",
+        "maintain",
+        "reset",
+        "rebuild",
+        "demo",
+    }
 )
 
 

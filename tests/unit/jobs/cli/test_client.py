@@ -139,6 +139,7 @@ def test_a_server_gone_without_an_exit_code_is_a_failed_run(tmp_path: Path) -> N
 def test_only_spark_commands_are_served() -> None:
     served = {c for c in cli.available_commands() if c in cli.SERVED_COMMANDS}
     assert served == {
-        "check", "bronze", "silver", "validate", "run", "backfill", "maintain", "reset", "demo"
+        "check", "bronze", "silver", "validate", "run", "backfill", "maintain", "reset", "rebuild",
+        "demo",
     }  # fmt: skip
     assert not {"generate", "status", "report", "serve"} & cli.SERVED_COMMANDS

@@ -1,0 +1,159 @@
+"""The definition a silver table was built by, kept with the table, and what a run does when the
+spec now says something else.
+
+A silver table's rows are decided by its spec entry's window, slide, keys, select, where,
+measures, having, output mode, transform and partitioning (`definition`). The table keeps that
+definition as the Delta table property `runoff.definition` (JSON), set when the table is created
+(`Catalog.tables`). Before a silver run or a backfill writes anything, `refuse_changed` compares
+the property of every existing table of the dataset with its spec: a table built by another
+definition is refused (ConfigError, exit 2) with what changed, old -> new, and the remedy,
+`runoff rebuild <table>`, which recomputes the table from the whole of bronze. Otherwise new
+windows would be merged beside old ones of another shape, and the table would mix both.
+(Every such change also changes the aggregation's state that the table's checkpoint keeps, so
+the streaming query could not carry on from it anyway.)
+
+A table created before runoff kept definitions has no property: it is taken to be built by the
+spec as it is, and the property is set (one metadata commit, `adopt`).
+
+Spark-free but for `adopt`: the property is read with delta-rs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from core.config import Location
+from core.errors import ConfigError
+from core.specs import SilverSpec
+from delta_tables.writes import is_delta_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class Table(Protocol):
+    """A silver table of the catalog (`delta_tables.catalog.Table`), which imports this module."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def path(self) -> Location: ...
+
+
+PROPERTY = "runoff.definition"
+
+
+def definition(spec: SilverSpec) -> dict[str, Any]:
+    """What decides the rows of a silver table (not its description, expectations or schedule)."""
+    return {
+        "window": spec.window,
+        "slide": spec.slide,
+        "keys": list(spec.keys),
+        "select": list(spec.select),
+        "where": spec.where,
+        "measures": [[name, sql] for name, sql in spec.measures],
+        "having": spec.having,
+        "output": spec.output,
+        "transform": spec.transform,
+        "partition_by": list(spec.partition_by),
+    }
+
+
+def encoded(spec: SilverSpec) -> str:
+    """The table property's value."""
+    return json.dumps(definition(spec), sort_keys=True, separators=(",", ":"))
+
+
+def fingerprints(specs: Iterable[SilverSpec]) -> dict[str, str]:
+    """A short hash of each table's definition, for the run ledger."""
+    return {s.table: hashlib.sha256(encoded(s).encode()).hexdigest()[:12] for s in specs}
+
+
+def stored(table: Table) -> dict[str, Any] | None:
+    """The definition the table was built by; None for a table without one (or no table)."""
+    from deltalake import DeltaTable
+
+    if not is_delta_table(table.path):
+        return None
+    text = DeltaTable(str(table.path)).metadata().configuration.get(PROPERTY)
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _text(value: Any) -> str:
+    return "none" if value in (None, []) else json.dumps(value)
+
+
+def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What differs between two definitions, one phrase each (`window "1 hour" -> "30 minutes"`,
+    `measure revenue added: "sum(amount)"`)."""
+    found: list[str] = []
+    for key in sorted(new.keys() | old.keys()):
+        if key == "measures":
+            continue
+        if old.get(key) != new.get(key):
+            found.append(f"{key} {_text(old.get(key))} -> {_text(new.get(key))}")
+    before = {name: sql for name, sql in old.get("measures") or []}
+    after = {name: sql for name, sql in new.get("measures") or []}
+    for name in after:
+        if name not in before:
+            found.append(f"measure {name} added: {_text(after[name])}")
+        elif before[name] != after[name]:
+            found.append(f"measure {name} {_text(before[name])} -> {_text(after[name])}")
+    found += [
+        f"measure {name} removed: {_text(sql)}" for name, sql in before.items() if name not in after
+    ]
+    return found
+
+
+def changed_tables(
+    tables: Iterable[Table], specs: Mapping[str, SilverSpec]
+) -> dict[str, list[str]]:
+    """Per existing table whose stored definition differs from its spec: what changed."""
+    found: dict[str, list[str]] = {}
+    for table in tables:
+        old = stored(table)
+        if old is not None and (what := changes(old, definition(specs[table.name]))):
+            found[table.name] = what
+    return found
+
+
+def refuse_changed(
+    tables: Iterable[Table], specs: Mapping[str, SilverSpec], spec_file: str
+) -> None:
+    """Raise a ConfigError naming every table built by another definition than its spec's."""
+    found = changed_tables(tables, specs)
+    if not found:
+        return
+    lines = [f"{name}: {'; '.join(what)}" for name, what in found.items()]
+    commands = " and ".join(f"`runoff rebuild {name}`" for name in found)
+    raise ConfigError(
+        f"{spec_file} changed the definition of silver tables built by the old one ("
+        + " | ".join(lines)
+        + "): their new rows would mix with rows of the old definition, so nothing was written. "
+        f"Rebuild them from bronze with {commands}, or restore the old definition"
+    )
+
+
+def adopt(
+    spark: SparkSession, tables: Iterable[Table], specs: Mapping[str, SilverSpec]
+) -> list[str]:
+    """Set the definition property of existing tables that have none (made before runoff kept
+    definitions): the spec as it is now. Returns their names."""
+    adopted = []
+    for table in tables:
+        if not is_delta_table(table.path) or stored(table) is not None:
+            continue
+        value = encoded(specs[table.name]).replace("\\", "\\\\").replace("'", "\\'")
+        spark.sql(f"ALTER TABLE delta.`{table.path}` SET TBLPROPERTIES ('{PROPERTY}' = '{value}')")
+        adopted.append(table.name)
+    return adopted

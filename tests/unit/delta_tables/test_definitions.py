@@ -1,0 +1,53 @@
+"""What a silver table's definition is, and how a change of it is named."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from core.specs import SilverSpec
+from delta_tables.definitions import changes, definition, encoded
+
+HOURLY = SilverSpec(
+    table="t",
+    description="one row per action per hour",
+    window="1 hour",
+    keys=("action",),
+    measures=(("count", "count(*)"), ("last", "max(time)")),
+)
+
+
+def test_the_definition_is_what_decides_the_rows() -> None:
+    assert json.loads(encoded(HOURLY)) == {
+        "window": "1 hour",
+        "slide": None,
+        "keys": ["action"],
+        "select": [],
+        "where": None,
+        "measures": [["count", "count(*)"], ["last", "max(time)"]],
+        "having": None,
+        "output": "update",
+        "transform": None,
+        "partition_by": [],
+    }
+    # The description is not part of it.
+    assert encoded(replace(HOURLY, description="other words")) == encoded(HOURLY)
+
+
+def test_each_change_is_named_old_to_new() -> None:
+    changed = replace(
+        HOURLY,
+        slide="30 minutes",
+        keys=("action", "user"),
+        measures=(("count", "count(1)"), ("first", "min(time)")),
+        partition_by=("window_date",),
+    )
+    assert changes(definition(HOURLY), definition(changed)) == [
+        'keys ["action"] -> ["action", "user"]',
+        'partition_by none -> ["window_date"]',
+        'slide none -> "30 minutes"',
+        'measure count "count(*)" -> "count(1)"',
+        'measure first added: "min(time)"',
+        'measure last removed: "max(time)"',
+    ]
+    assert changes(definition(HOURLY), definition(HOURLY)) == []
