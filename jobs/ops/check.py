@@ -6,18 +6,21 @@ is resolved by Spark's analyzer on empty DataFrames of the declared schema (no d
 the event time (a timestamp), the bronze projection, the row rules (booleans), and for each silver
 table its select, where, keys, measures, having (or transform) and the declared expectations'
 columns. Output: the plan (tables, columns and types, keys, partitioning, expectations, DAG) of
-every good spec, and one `<file>: <key>: <problem>` line per problem; exit 2 when a spec is
-refused.
+every good spec, with each silver table built by another definition than its spec's and what
+changed (runs refuse it: `delta_tables.definitions`), and one `<file>: <key>: <problem>` line
+per problem; exit 2 when a spec is refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from core.config import RunoffConfig
 from core.console import console, say
+from delta_tables import definitions
 from delta_tables.catalog import Catalog
 from jobs.streaming.resolve import DatasetPlan, resolve
 
@@ -25,7 +28,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def print_plan(plan: DatasetPlan, schedule: str | None) -> None:
+def print_plan(
+    plan: DatasetPlan, schedule: str | None, changed: Mapping[str, list[str]] | None = None
+) -> None:
+    """The plan; `changed`: the tables built by another definition than the spec's now, and what
+    changed (`delta_tables.definitions`)."""
     from rich.table import Table as RichTable
 
     spec = plan.spec
@@ -49,6 +56,13 @@ def print_plan(plan: DatasetPlan, schedule: str | None) -> None:
             console.print(f"    {line}", markup=False)
         for line in table.expectations:
             console.print(f"    expect {line}", markup=False)
+        if changed and table.name in changed:
+            what = "; ".join(changed[table.name])
+            console.print(
+                f"    built by another definition ({what}): runs refuse the table until "
+                f"`runoff rebuild {table.name}`",
+                markup=False,
+            )
 
 
 def check_specs(spark: SparkSession, catalog: Catalog) -> tuple[list[DatasetPlan], list[str]]:
@@ -68,7 +82,9 @@ def cmd_check(config: RunoffConfig, args: argparse.Namespace) -> int:
     plans, problems = check_specs(spark, catalog)
     for plan in plans:
         if not plan.problems:
-            print_plan(plan, plan.spec.schedule)
+            specs = {s.table: s for s in plan.spec.silver}
+            changed = definitions.changed_tables(catalog.tables(plan.spec.name).silver, specs)
+            print_plan(plan, plan.spec.schedule, changed)
     good = sum(1 for p in plans if not p.problems)
     refused = len(catalog.problems) + len(plans) - good
     folders = ", ".join(str(d) for d in config.dataset_dirs)

@@ -106,6 +106,17 @@ def test_a_changed_definition_is_refused_then_rebuilt_exactly(
     home = ["--home", str(config.home), "--datasets", str(specs)]
     assert main([*home, "backfill", "clicks", "--start", "2024-01-01", "--end", "2024-01-02"]) == 2
     assert capsys.readouterr().err.strip() == f"runoff: error: {refusal}"
+    # `runoff check` names both, its exit code unchanged (the spec itself is good).
+    assert main([*home, "check"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert (
+        'built by another definition (window "1 hour" -> "30 minutes"): runs refuse the table '
+        f"until `runoff rebuild {HOURLY}`"
+    ) in printed
+    assert (
+        'built by another definition (measure last added: "max(time)"): runs refuse the table '
+        f"until `runoff rebuild {SLIDING}`"
+    ) in printed
     assert snapshot(config) == before  # neither table nor checkpoint touched
     assert rows(config, HOURLY) == hourly_before
     ledger = read_runs(config.runs_path, "clicks")
