@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from core.config import Location
 from core.errors import ConfigError
-from core.specs import SilverSpec
+from core.specs import DatasetSpec, SilverSpec
 from delta_tables.writes import is_delta_table
 
 if TYPE_CHECKING:
@@ -68,9 +68,9 @@ def encoded(spec: SilverSpec) -> str:
     return json.dumps(definition(spec), sort_keys=True, separators=(",", ":"))
 
 
-def fingerprints(specs: Iterable[SilverSpec]) -> dict[str, str]:
-    """A short hash of each table's definition, for the run ledger."""
-    return {s.table: hashlib.sha256(encoded(s).encode()).hexdigest()[:12] for s in specs}
+def fingerprints(spec: DatasetSpec) -> dict[str, str]:
+    """A short hash of each silver table's definition, for the run ledger."""
+    return {s.table: hashlib.sha256(encoded(s).encode()).hexdigest()[:12] for s in spec.silver}
 
 
 def stored(table: Table) -> dict[str, Any] | None:
@@ -115,10 +115,14 @@ def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def changed_tables(
-    tables: Iterable[Table], specs: Mapping[str, SilverSpec]
-) -> dict[str, list[str]]:
-    """Per existing table whose stored definition differs from its spec: what changed."""
+def _silver(spec: DatasetSpec) -> dict[str, SilverSpec]:
+    return {s.table: s for s in spec.silver}
+
+
+def changed_tables(tables: Iterable[Table], spec: DatasetSpec) -> dict[str, list[str]]:
+    """Per existing silver table (of `spec`'s dataset) whose stored definition differs from its
+    spec: what changed."""
+    specs = _silver(spec)
     found: dict[str, list[str]] = {}
     for table in tables:
         old = stored(table)
@@ -127,28 +131,26 @@ def changed_tables(
     return found
 
 
-def refuse_changed(
-    tables: Iterable[Table], specs: Mapping[str, SilverSpec], spec_file: str
-) -> None:
-    """Raise a ConfigError naming every table built by another definition than its spec's."""
-    found = changed_tables(tables, specs)
+def refuse_changed(tables: Iterable[Table], spec: DatasetSpec) -> None:
+    """Raise a ConfigError naming every silver table built by another definition than its
+    spec's."""
+    found = changed_tables(tables, spec)
     if not found:
         return
     lines = [f"{name}: {'; '.join(what)}" for name, what in found.items()]
     commands = " and ".join(f"`runoff rebuild {name}`" for name in found)
     raise ConfigError(
-        f"{spec_file} changed the definition of silver tables built by the old one ("
+        f"{spec.file} changed the definition of silver tables built by the old one ("
         + " | ".join(lines)
         + "): their new rows would mix with rows of the old definition, so nothing was written. "
         f"Rebuild them from bronze with {commands}, or restore the old definition"
     )
 
 
-def adopt(
-    spark: SparkSession, tables: Iterable[Table], specs: Mapping[str, SilverSpec]
-) -> list[str]:
+def adopt(spark: SparkSession, tables: Iterable[Table], spec: DatasetSpec) -> list[str]:
     """Set the definition property of existing tables that have none (made before runoff kept
     definitions): the spec as it is now. Returns their names."""
+    specs = _silver(spec)
     adopted = []
     for table in tables:
         if not is_delta_table(table.path) or stored(table) is not None:

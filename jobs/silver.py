@@ -487,9 +487,8 @@ def run_silver(
                     "first"
                 )
             # A table built by another definition is refused before anything is written.
-            specs = {s.table: s for s in dataset.spec.silver}
-            definitions.refuse_changed(silver.values(), specs, str(dataset.spec.file))
-            record.details["definitions"] = definitions.fingerprints(specs.values())
+            definitions.refuse_changed(silver.values(), dataset.spec)
+            record.details["definitions"] = definitions.fingerprints(dataset.spec)
             for aggregate in dataset.aggregates:
                 path = tables[aggregate.table]
                 checkpoint = silver[aggregate.table].checkpoint
@@ -520,7 +519,7 @@ def run_silver(
 
                 spark = get_spark(app_name=f"runoff-silver-{dataset.name}", config=config)
             ensure_resolves(spark, catalog, dataset.name)
-            definitions.adopt(spark, silver.values(), specs)
+            definitions.adopt(spark, silver.values(), dataset.spec)
             try:
                 # One query at a time: concurrent queries on a small machine start their Python
                 # stream readers together and compete for the same cores.

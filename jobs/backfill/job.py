@@ -312,9 +312,8 @@ def run_backfill(
             checkpoints = [t.checkpoint for t in (tables.bronze, *tables.silver) if t.checkpoint]
             with checkpoint_locks(config, checkpoints, f"runoff backfill {name} {interval}"):
                 # Windows of another definition are not merged beside the table's own.
-                specs = {s.table: s for s in dataset.spec.silver}
-                definitions.refuse_changed(tables.silver, specs, str(dataset.spec.file))
-                record.details["definitions"] = definitions.fingerprints(specs.values())
+                definitions.refuse_changed(tables.silver, dataset.spec)
+                record.details["definitions"] = definitions.fingerprints(dataset.spec)
                 _backfill(spark, config, dataset, tables, interval, result, gates, report, done)
         finally:
             record.versions_after = {t: table_version(p) for t, p in paths.items()}

@@ -81,10 +81,10 @@ from jobs.checkpoints.landing_changes import (
     FileState,
     check_landing,
     current_state,
+    read_states,
     record_states,
     report_lines,
 )
-from jobs.checkpoints.landing_changes import read_states as recorded_states
 from jobs.streaming.dataset import Dataset, load_dataset
 from jobs.streaming.query import (
     BatchFunction,
@@ -212,7 +212,7 @@ def batch_files(checkpoint: Location, batch_id: int) -> list[str] | None:
         return None
 
 
-def read_states(listed: list[str] | None) -> dict[str, FileState | None]:
+def batch_states(listed: list[str] | None) -> dict[str, FileState | None]:
     """Each of a batch's files as its batch reads it: size, modification time and, on object
     storage, ETag; None for a file that is gone."""
     states: dict[str, FileState | None] = {}
@@ -223,7 +223,7 @@ def read_states(listed: list[str] | None) -> dict[str, FileState | None]:
 
 
 def vanished_files(states: Mapping[str, FileState | None], parsed: DataFrame) -> tuple[str, ...]:
-    """The batch's files that were gone when it read them (`states`, from `read_states`). Spark
+    """The batch's files that were gone when it read them (`states`, from `batch_states`). Spark
     skips a file deleted between its listing and the read without a word; such a file is
     missing now and none of the batch's lines came from it. (An empty file deleted after the
     read looks the same: nothing of it is missing from the tables either.)"""
@@ -264,7 +264,7 @@ class BronzeBatch:
         self.table_columns: list[str] = []  # the bronze table's columns when the run started
         self._app_id: str | None = None
         self.vanished: tuple[str, ...] = ()  # files gone before their batch read them
-        self.recorded = recorded_states(checkpoint)  # the ingested files' states
+        self.recorded = read_states(checkpoint)  # the ingested files' states
 
     @property
     def app_id(self) -> str:
@@ -308,7 +308,7 @@ class BronzeBatch:
         parsed = parse_lines(batch, self.dataset).persist()
         try:
             counts = count_lines(parsed, [rule.name for rule in self.dataset.rules])
-            states = read_states(listed)
+            states = batch_states(listed)
             vanished = vanished_files(states, parsed)
             self._record(states)
             logger.debug("batch %s: parsed and counted in %.2f s", batch_id, elapsed(started))

@@ -82,8 +82,8 @@ def cmd_check(config: RunoffConfig, args: argparse.Namespace) -> int:
     plans, problems = check_specs(spark, catalog)
     for plan in plans:
         if not plan.problems:
-            specs = {s.table: s for s in plan.spec.silver}
-            changed = definitions.changed_tables(catalog.tables(plan.spec.name).silver, specs)
+            silver = catalog.tables(plan.spec.name).silver
+            changed = definitions.changed_tables(silver, plan.spec)
             print_plan(plan, plan.spec.schedule, changed)
     good = sum(1 for p in plans if not p.problems)
     refused = len(catalog.problems) + len(plans) - good

@@ -5,6 +5,8 @@ their own: bronze and quarantine rows for the new landing files (`jobs.bronze.jo
 the silver aggregates brought up to date (`jobs.silver.run_silver`), then Great Expectations on
 every table the run changed (`quality.runner.validate_dataset`). Each step appends its own ledger
 row.
+A silver table built by another definition than its spec's stops the run before bronze
+(`delta_tables.definitions`, exit 2).
 Trigger: the streaming steps run with `availableNow` and stop when caught up. A step that fails
 stops the run (later steps do not run): a batch held back by a critical expectation (the quality
 gate) or a failed critical whole-table expectation (validate) exits 1 with its one-line message.
@@ -20,6 +22,8 @@ from typing import TYPE_CHECKING
 
 from core.config import RunoffConfig
 from core.console import say
+from delta_tables import definitions
+from delta_tables.catalog import Catalog
 from delta_tables.ledger import RunRecord
 
 if TYPE_CHECKING:
@@ -49,6 +53,9 @@ def run_pipeline(
     from quality.runner import validate_dataset
 
     started = time.perf_counter()
+    # A silver table built by another definition stops the run before bronze writes anything.
+    catalog = Catalog.load(config)
+    definitions.refuse_changed(catalog.tables(dataset).silver, catalog.spec(dataset))
     bronze = run_bronze(spark, config, dataset, BronzeOptions())  # prints its own summary
     silver = run_silver(spark, config, dataset, report=report)
     validation = validate_dataset(config, dataset)

@@ -18,6 +18,7 @@ from core.config import RunoffConfig
 from core.errors import ConfigError
 from core.specs import SEED_DIR
 from delta_tables.ledger import read_runs
+from delta_tables.writes import table_version
 from jobs.bronze.job import run_bronze
 from jobs.cli.main import main
 from jobs.samples import generate
@@ -117,6 +118,12 @@ def test_a_changed_definition_is_refused_then_rebuilt_exactly(
         'built by another definition (measure last added: "max(time)"): runs refuse the table '
         f"until `runoff rebuild {SLIDING}`"
     ) in printed
+    # `runoff run` stops before bronze reads the file that landed since.
+    bronze = table_version(config.bronze_path("clicks"))
+    generate("events", config.landing_dir("clicks"), files=1, rows_per_file=50, seed=12)
+    assert main([*home, "run", "clicks"]) == 2
+    assert capsys.readouterr().err.strip() == f"runoff: error: {refusal}"
+    assert table_version(config.bronze_path("clicks")) == bronze
     assert snapshot(config) == before  # neither table nor checkpoint touched
     assert rows(config, HOURLY) == hourly_before
     ledger = read_runs(config.runs_path, "clicks")
@@ -132,3 +139,26 @@ def test_a_changed_definition_is_refused_then_rebuilt_exactly(
     assert run_silver(spark, config, "clicks").status == "success"
     rebuilt = [r for r in read_runs(config.runs_path, "clicks") if r["layer"] == "rebuild"]
     assert [(r["status"], r["trigger"]) for r in rebuilt] == [("success", f"{HOURLY}, {SLIDING}")]
+
+
+def test_a_table_made_before_definitions_were_kept_adopts_the_spec_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    from dataclasses import replace
+
+    from delta_tables import definitions
+    from delta_tables.catalog import Catalog, ensure_table
+
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    table = Catalog.load(config).tables("events").named("events_action_hourly")
+    spec = next(s for s in Catalog.load(config).spec("events").silver if s.table == table.name)
+    older = replace(table, properties={})  # as runoff created tables before
+    schema = "window_start TIMESTAMP, window_end TIMESTAMP, action STRING, count BIGINT"
+    ensure_table(spark, older, schema=spark.createDataFrame([], schema).schema)
+    assert definitions.stored(table) is None
+
+    assert definitions.adopt(spark, [table], Catalog.load(config).spec("events")) == [table.name]
+    assert definitions.stored(table) == definitions.definition(spec)
+    version = table_version(table.path)
+    assert definitions.adopt(spark, [table], Catalog.load(config).spec("events")) == []  # once
+    assert table_version(table.path) == version
