@@ -196,6 +196,15 @@ def _reset_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", action="store_true", help="confirm: tables and checkpoints are deleted")
 
 
+def _check_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="DATASET",
+        help="check only these datasets (default: every spec found; e.g. events orders)",
+    )
+
+
 def _rebuild_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "table",
@@ -220,8 +229,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
     "check": (
         "jobs.ops.check",
-        "dry run: check every dataset spec (SQL resolved by Spark, no data read), print the plan",
-        _no_args,
+        "dry run: check dataset specs (SQL resolved by Spark, no data read), print the plans",
+        _check_args,
     ),
     "generate": ("jobs.samples", "write sample landing files for a dataset", _generate_args),
     "bronze": (

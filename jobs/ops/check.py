@@ -1,6 +1,8 @@
 """`runoff check`: a dry run of every dataset spec, like `spark-pipelines dry-run`.
 
-Input: every spec of the catalog (the built-in folder, `RUNOFF_DATASETS`, `--datasets`). Each
+Input: every spec of the catalog (the built-in folder, `RUNOFF_DATASETS`, `--datasets`), or
+those of the datasets named (`runoff check events orders`; an unknown name exits 2 before Spark
+starts). Each
 spec is checked against the JSON Schema of the format (`core.specs`), then every SQL expression
 is resolved by Spark's analyzer on empty DataFrames of the declared schema (no data is read):
 the event time (a timestamp), the bronze projection, the row rules (booleans), and for each silver
@@ -15,11 +17,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from core.config import RunoffConfig
 from core.console import console, say
+from core.errors import ConfigError
 from delta_tables import definitions
 from delta_tables.catalog import Catalog
 from jobs.streaming.resolve import DatasetPlan, resolve
@@ -65,10 +68,19 @@ def print_plan(
             )
 
 
-def check_specs(spark: SparkSession, catalog: Catalog) -> tuple[list[DatasetPlan], list[str]]:
-    """Plans of the good specs and every problem line (refused files first)."""
-    problems = [line for lines in catalog.problems.values() for line in lines]
-    plans = [resolve(spark, spec, catalog) for spec in catalog.specs]
+def check_specs(
+    spark: SparkSession, catalog: Catalog, names: Sequence[str] = ()
+) -> tuple[list[DatasetPlan], list[str]]:
+    """Plans of the good specs and every problem line (refused files first); only the datasets
+    `names` when given."""
+    problems = [
+        line
+        for path, lines in catalog.problems.items()
+        if not names or path.stem in names
+        for line in lines
+    ]
+    specs = [spec for spec in catalog.specs if not names or spec.name in names]
+    plans = [resolve(spark, spec, catalog) for spec in specs]
     for plan in plans:
         problems.extend(plan.problems)
     return plans, problems
@@ -78,17 +90,24 @@ def cmd_check(config: RunoffConfig, args: argparse.Namespace) -> int:
     from jobs.spark import get_spark
 
     catalog = Catalog.load(config)
+    names = list(dict.fromkeys(getattr(args, "names", None) or ()))
+    refused = {path.stem for path in catalog.problems}
+    unknown = [n for n in names if n not in catalog.names and n not in refused]
+    if unknown:
+        choices = ", ".join(sorted({*catalog.names, *refused})) or "none"
+        raise ConfigError(f"unknown dataset {unknown[0]!r}: choose one of {choices}")
     spark = get_spark(app_name="runoff-check", config=config)
-    plans, problems = check_specs(spark, catalog)
+    plans, problems = check_specs(spark, catalog, names)
     for plan in plans:
         if not plan.problems:
             silver = catalog.tables(plan.spec.name).silver
             changed = definitions.changed_tables(silver, plan.spec)
             print_plan(plan, plan.spec.schedule, changed)
     good = sum(1 for p in plans if not p.problems)
-    refused = len(catalog.problems) + len(plans) - good
+    refused_files = [p for p in catalog.problems if not names or p.stem in names]
+    refused_count = len(refused_files) + len(plans) - good
     folders = ", ".join(str(d) for d in config.dataset_dirs)
-    say(f"check: {good} datasets ok, {refused} refused (folders: {folders})")
+    say(f"check: {good} datasets ok, {refused_count} refused (folders: {folders})")
     for line in problems:
         print(line, file=sys.stderr, flush=True)
     return 2 if problems else 0

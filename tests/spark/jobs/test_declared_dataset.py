@@ -329,6 +329,19 @@ def test_check_refuses_a_bad_spec_naming_file_key_and_problem(
         assert lines[0].startswith(f"{path}: {key}: {problem}")
     # The seed datasets are still fine, and the plan shows them.
     assert "check: 4 datasets ok, 1 refused" in captured.out
+    # Named datasets only: the refused one alone, or a good one beside it; a name of none.
+    assert runoff("check", "orders") == 2
+    named = capsys.readouterr()
+    assert named.err.strip().splitlines() == lines
+    assert "check: 0 datasets ok, 1 refused" in named.out
+    assert runoff("check", "events") == 0
+    named = capsys.readouterr()
+    assert (named.err, "check: 1 datasets ok, 0 refused" in named.out) == ("", True)
+    assert "bronze_events" in named.out and "bronze_sensors" not in named.out
+    assert runoff("check", "nope") == 2
+    assert "unknown dataset 'nope': choose one of activity, events, lines, orders, sensors" in (
+        capsys.readouterr().err
+    )
     # Any other command naming the refused dataset gets the same line, exit 2, and nothing runs.
     home = orders_config.home
     land(home, "part-0001.json", order_lines(0, 3, START))
