@@ -229,7 +229,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
     "check": (
         "jobs.ops.check",
-        "dry run: check dataset specs (SQL resolved by Spark, no data read), print the plans",
+        "dry run: check every dataset spec, or those named (SQL resolved by Spark, no data read)",
         _check_args,
     ),
     "generate": ("jobs.samples", "write sample landing files for a dataset", _generate_args),
