@@ -2,9 +2,9 @@
 
 Input: every spec of the catalog (the built-in folder, `RUNOFF_DATASETS`, `--datasets`), or
 those of the datasets named (`runoff check events orders`; an unknown name exits 2 before Spark
-starts). Each
-spec is checked against the JSON Schema of the format (`core.specs`), then every SQL expression
-is resolved by Spark's analyzer on empty DataFrames of the declared schema (no data is read):
+starts). Each spec is checked against the JSON Schema of the format (`core.specs`), then every
+SQL expression is resolved by Spark's analyzer on empty DataFrames of the declared schema (no
+data is read):
 the event time (a timestamp), the bronze projection, the row rules (booleans), and for each silver
 table its select, where, keys, measures, having (or transform) and the declared expectations'
 columns. Output: the plan (tables, columns and types, keys, partitioning, expectations, DAG) of
