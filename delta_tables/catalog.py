@@ -152,8 +152,17 @@ class Catalog:
         for path, problems in self._found.problems.items():
             if path.stem == dataset:
                 raise SpecError(problems)
-        choices = ", ".join(self.names) or "none"
-        raise ConfigError(f"unknown dataset {dataset!r}: choose one of {choices}") from None
+        raise self.unknown(dataset) from None
+
+    def declares(self, dataset: str) -> bool:
+        """Whether a spec file declares `dataset`, refused files included."""
+        return dataset in self._found.specs or any(p.stem == dataset for p in self.problems)
+
+    def unknown(self, dataset: str) -> ConfigError:
+        """The error for a name no spec file declares, with the names that are."""
+        declared = {*self.names, *(path.stem for path in self.problems)}
+        choices = ", ".join(sorted(declared)) or "none"
+        return ConfigError(f"unknown dataset {dataset!r}: choose one of {choices}")
 
     def landing_dir(self, dataset: str) -> Location:
         """`source.path` of the spec: relative to the data root (the home unless `RUNOFF_DATA`

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 from core.config import RunoffConfig
 from core.console import console, say
-from core.errors import ConfigError
 from delta_tables import definitions
 from delta_tables.catalog import Catalog
 from jobs.streaming.resolve import DatasetPlan, resolve
@@ -91,11 +90,9 @@ def cmd_check(config: RunoffConfig, args: argparse.Namespace) -> int:
 
     catalog = Catalog.load(config)
     names = list(dict.fromkeys(getattr(args, "names", None) or ()))
-    refused = {path.stem for path in catalog.problems}
-    unknown = [n for n in names if n not in catalog.names and n not in refused]
+    unknown = [name for name in names if not catalog.declares(name)]
     if unknown:
-        choices = ", ".join(sorted({*catalog.names, *refused})) or "none"
-        raise ConfigError(f"unknown dataset {unknown[0]!r}: choose one of {choices}")
+        raise catalog.unknown(unknown[0])
     spark = get_spark(app_name="runoff-check", config=config)
     plans, problems = check_specs(spark, catalog, names)
     for plan in plans:

@@ -1,4 +1,5 @@
-"""The table catalog's refusals that need the data folder: landing folders shared by datasets."""
+"""The table catalog's refusals that need the data folder: landing folders shared by datasets;
+the error for an unknown name."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.config import RunoffConfig
+from core.errors import ConfigError
 from core.specs import SEED_DIR, SpecError
 from delta_tables.catalog import Catalog
 from tests.unit.core.test_specs import GOOD, problems, write
@@ -49,6 +51,13 @@ def test_datasets_sharing_a_landing_folder_are_refused_naming_both(
     }
     with pytest.raises(SpecError, match="overlaps"):
         found.spec("bbb")
+    # A name no file declares: the choices are every declared name, the refused one's too.
+    assert (found.declares("bbb"), found.declares("zzz")) == (True, False)
+    with pytest.raises(ConfigError) as unknown:
+        found.spec("zzz")
+    assert str(unknown.value) == (
+        "unknown dataset 'zzz': choose one of aaa, activity, bbb, ccc, events, lines, sensors"
+    )
 
 
 def test_a_dataset_may_not_land_in_a_seed_datasets_folder(tmp_path: Path) -> None:
