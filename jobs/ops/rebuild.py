@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import argparse
 
-from core.config import RunoffConfig, remove_tree
-from core.console import say
+from core.config import RunoffConfig
 from core.errors import ConfigError
 from delta_tables.catalog import Catalog, Table
+from delta_tables.ledger import RunRecord
+from jobs.ops.reset import deleting
 
 
 def rebuild_targets(catalog: Catalog, names: list[str]) -> dict[str, list[Table]]:
@@ -38,24 +39,11 @@ def rebuild_targets(catalog: Catalog, names: list[str]) -> dict[str, list[Table]
 
 def delete_tables(config: RunoffConfig, dataset: str, tables: list[Table]) -> None:
     """Delete the tables and their checkpoints, under their locks; one ledger row."""
-    from delta_tables.ledger import RunRecord, recorded_run
-    from delta_tables.writes import table_version
-    from jobs.streaming.query import checkpoint_locks, error_line
-
     names = ", ".join(t.name for t in tables)
     record = RunRecord(dataset=dataset, layer="rebuild", trigger=names)
     checkpoints = [t.checkpoint for t in tables if t.checkpoint is not None]
-    with (
-        recorded_run(config.runs_path, record, describe=error_line),
-        checkpoint_locks(config, checkpoints, f"runoff rebuild {names}"),
-    ):
-        record.versions_before = {t.name: table_version(t.path) for t in tables}
-        for table in tables:
-            remove_tree(table.path)
-            if table.checkpoint is not None:
-                remove_tree(table.checkpoint)
-            say(f"rebuild {table.name}: deleted the table and its checkpoint")
-        record.versions_after = {t.name: -1 for t in tables}
+    with deleting(config, record, tables, checkpoints, f"runoff rebuild {names}"):
+        pass
 
 
 def cmd_rebuild(config: RunoffConfig, args: argparse.Namespace) -> int:

@@ -24,11 +24,15 @@ recognises a recreated table by its new Delta table id).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from core.config import Location, RunoffConfig, remove_tree
 from core.console import say
 from core.errors import RunoffError
 from delta_tables.catalog import Catalog, Table
+from delta_tables.ledger import RunRecord, recorded_run
+from delta_tables.writes import table_version
 
 
 def layers_to_reset(layer: str) -> tuple[str, ...]:
@@ -58,10 +62,40 @@ def reset_targets(
     return tables, checkpoints
 
 
-def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
-    from delta_tables.ledger import RunRecord, recorded_run
+@contextmanager
+def deleting(
+    config: RunoffConfig,
+    record: RunRecord,
+    tables: Sequence[Table],
+    checkpoints: Sequence[Location],
+    holder: str,
+) -> Iterator[list[str]]:
+    """In `record`'s ledger row and under the checkpoints' locks (held for `holder`): delete the
+    tables, then the checkpoints, saying each; the block gets the paths deleted and runs before
+    the locks are let go."""
     from jobs.streaming.query import checkpoint_locks, error_line
 
+    deleted: list[str] = []
+    with (
+        recorded_run(config.runs_path, record, describe=error_line),
+        checkpoint_locks(config, checkpoints, holder),
+    ):
+        for table in tables:
+            record.versions_before[table.name] = table_version(table.path)
+            if remove_tree(table.path):
+                deleted.append(str(table.path))
+                say(f"deleted table {table.name} ({table.path})")
+            else:
+                say(f"table {table.name} did not exist")
+        for checkpoint in checkpoints:
+            if remove_tree(checkpoint):
+                deleted.append(str(checkpoint))
+                say(f"deleted checkpoint {checkpoint}")
+        yield deleted
+        record.versions_after = {t.name: -1 for t in tables}
+
+
+def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
     dataset: str = args.dataset
     layer: str = args.layer
     tables, checkpoints = reset_targets(config, dataset, layer)
@@ -77,40 +111,16 @@ def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
             "offsets into the bronze table that is being rebuilt"
         )
     record = RunRecord(dataset=dataset, layer="reset", trigger=layer)
-    deleted: list[str] = []
-    with (
-        recorded_run(config.runs_path, record, describe=error_line),
-        checkpoint_locks(config, checkpoints, f"reset {dataset} --layer {layer}"),
-    ):
-        for table in tables:
-            record.versions_before[table.name] = _version(table)
-            if remove_tree(table.path):
-                deleted.append(str(table.path))
-                say(f"deleted table {table.name} ({table.path})")
-            else:
-                say(f"table {table.name} did not exist")
-        for checkpoint in checkpoints:
-            if remove_tree(checkpoint):
-                deleted.append(str(checkpoint))
-                say(f"deleted checkpoint {checkpoint}")
+    with deleting(config, record, tables, checkpoints, f"reset {dataset} --layer {layer}") as gone:
         if "bronze" in layers_to_reset(layer):
             # Ingested files sit in the bronze archive: the rebuild must find them in landing.
             from jobs.bronze.job import landing_dir, restore_archive
 
             restored = record.files = restore_archive(config, dataset)
             say(f"moved {restored} archived files back to {landing_dir(config, dataset)}")
-        record.versions_after = {t.name: -1 for t in tables}
-        record.details = {"layers": list(layers_to_reset(layer)), "deleted": deleted}
+        record.details = {"layers": list(layers_to_reset(layer)), "deleted": gone}
     say(
-        f"reset {dataset} ({', '.join(layers_to_reset(layer))}): {len(deleted)} paths deleted; "
+        f"reset {dataset} ({', '.join(layers_to_reset(layer))}): {len(gone)} paths deleted; "
         "the next run rebuilds them from the landing files with a new streaming query id"
     )
     return 0
-
-
-def _version(table: Table) -> int:
-    if not table.exists:
-        return -1
-    from deltalake import DeltaTable
-
-    return int(DeltaTable(str(table.path)).version())
