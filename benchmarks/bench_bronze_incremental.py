@@ -49,7 +49,7 @@ def main() -> dict[str, Any]:
     from benchmarks.result import load_average, metric, write_result
     from core.config import RunoffConfig
     from delta_tables.writes import table_version
-    from jobs.bronze.job import BronzeOptions, run
+    from jobs.bronze.job import BronzeOptions, run_bronze
     from jobs.samples import generate_dataset
     from jobs.spark import get_spark
 
@@ -64,7 +64,7 @@ def main() -> dict[str, Any]:
             config, DATASET, files=HISTORY_FILES, rows_per_file=ROWS_PER_FILE, start=START, seed=1
         )
         landed_s = time.perf_counter() - started
-        history = run(
+        history = run_bronze(
             spark, config, DATASET, BronzeOptions(max_files_per_trigger=HISTORY_BATCH_FILES)
         )
         assert history.files == HISTORY_FILES, history
@@ -82,7 +82,7 @@ def main() -> dict[str, Any]:
             )
             next_start += timedelta(hours=1)
             listed.append(landing_listing(config.landing_dir(DATASET)))
-            record = run(spark, config, DATASET)
+            record = run_bronze(spark, config, DATASET)
             assert (record.files, record.rows) == (1, ROWS_PER_FILE), record
             seconds.append(record.seconds)
             print(f"increment {i + 1}: {record.seconds:.2f} s ({listed[-1]} files in landing)")
