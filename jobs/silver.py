@@ -64,9 +64,16 @@ from core.errors import RunoffError
 from delta_tables import definitions
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.ledger import RunRecord, recorded_run
-from delta_tables.writes import already_committed, is_delta_table, merge, table_version
+from delta_tables.writes import (
+    already_committed,
+    is_delta_table,
+    merge,
+    session_conf,
+    table_version,
+)
 from jobs.checkpoints.files import read_query_id
 from jobs.checkpoints.guard import record_batch
+from jobs.spark import INTERPRETED_PROJECTIONS
 from jobs.streaming.dataset import SilverAggregate, load_dataset
 from jobs.streaming.query import (
     BatchFunction,
@@ -523,7 +530,8 @@ def run_silver(
             try:
                 # One query at a time: concurrent queries on a small machine start their Python
                 # stream readers together and compete for the same cores.
-                with live_status(current.describe):  # a terminal's transient line
+                # The queries' sessions are clones that keep the conf as it was at their start.
+                with live_status(current.describe), session_conf(spark, INTERPRETED_PROJECTIONS):
                     for run in runs:
                         current.restart(f"silver {run.table}")
                         run.writer.current = current
