@@ -2,7 +2,8 @@
 
 Input: a task's rendered `runoff` arguments (`--home H --outcome O <command> <dataset> ...`) and
 the worker's environment. Output: the finished call, or `AirflowException` (the CLI failed) /
-`AirflowFailException` (it failed a critical expectation, read from its outcome file: no retry).
+`AirflowFailException` (what a retry cannot fix, read from its outcome file: a failed critical
+expectation, or a configuration error, exit 2: no retry).
 
 - Spark settings of every spark-submit: the application (`jobs/cli/submit.py`), the connection
   (`spark_default`) and pool (`spark`), the conf (this interpreter, UTC JVMs, quiet logging),
@@ -28,6 +29,7 @@ from typing import Any
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 from airflow.sdk import BaseHook
 
+from core.errors import ConfigError
 from dags.outcome import QUALITY_FAILURE, REPO_ROOT, outcome_arg, read_outcome
 
 # The Python file spark-submit runs: it calls `jobs.cli.main.main(argv)` and exits with its code.
@@ -111,9 +113,10 @@ class RunoffCliHook(BaseHook):
     def run(self, spark_submit: Callable[[], object]) -> None:
         """The call: as a client of the server when there is one, else `spark_submit()`.
 
-        A failed critical expectation (the outcome's `error_type`) becomes `AirflowFailException`
+        A failed critical expectation (the outcome's `error_type`) or a configuration error (its
+        exit code 2: a spec, a setting or an argument at fault) becomes `AirflowFailException`
         with the CLI's error line: the task fails at once, without retries (a finding about the
-        data, not a transient error). Any other failure is raised as it is.
+        data or the configuration, not a transient error). Any other failure is raised as it is.
         """
         if self.outcome:  # no stale outcome of an earlier try
             Path(self.outcome).unlink(missing_ok=True)
@@ -123,7 +126,7 @@ class RunoffCliHook(BaseHook):
             else:
                 spark_submit()
         except AirflowException as exc:
-            failure = self.quality_failure(exc)
+            failure = self.final_failure(exc)
             if failure is None:
                 raise
             raise failure from exc
@@ -132,12 +135,17 @@ class RunoffCliHook(BaseHook):
         """The call's outcome file (`--outcome`), None when it wrote none."""
         return read_outcome(self.outcome)
 
-    def quality_failure(self, exc: BaseException) -> AirflowFailException | None:
+    def final_failure(self, exc: BaseException) -> AirflowFailException | None:
         """`AirflowFailException` with the outcome's error line when the call failed a critical
-        expectation, else None."""
+        expectation or exited 2 (configuration), else None."""
         outcome = self.read_outcome()
-        if outcome and outcome.get("error_type") == QUALITY_FAILURE:
+        if not outcome:
+            return None
+        if outcome.get("error_type") == QUALITY_FAILURE:
             return AirflowFailException(outcome.get("error") or str(exc))
+        if outcome.get("exit_code") == ConfigError.exit_code:
+            error = outcome.get("error") or str(exc)
+            return AirflowFailException(f"{error} (a configuration error: not retried)")
         return None
 
     def run_client(self, server: str) -> None:

@@ -1,0 +1,75 @@
+"""`RunoffCliHook`: the failures a retry cannot fix, read from the call's outcome file, fail the
+task at once (`AirflowFailException`); any other failure is left to Airflow's retries."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
+
+from core.errors import ConfigError, LockHeldError, RunoffError
+from dags.hooks import RunoffCliHook
+from dags.outcome import QUALITY_FAILURE
+from jobs.cli.main import command_outcome
+
+SUBMIT_ERROR = "Cannot execute: spark-submit ... Error code is: {code}."
+
+
+def failed_call(
+    tmp_path: Path, code: int, error: str | None, error_type: str | None, *, written: bool = True
+) -> AirflowException:
+    """What the hook raises when the call exits `code` having written (or not) its outcome."""
+    outcome = tmp_path / "outcome.json"
+    args = ["--home", str(tmp_path), "--outcome", str(outcome), "bronze", "events"]
+    hook = RunoffCliHook(args, server="")  # no server: the call is `spark_submit`
+
+    def spark_submit() -> None:
+        if written:
+            namespace = argparse.Namespace(command="bronze", dataset="events")
+            document = command_outcome(namespace, code, error, error_type)
+            outcome.write_text(json.dumps(document), encoding="utf-8")
+        raise AirflowException(SUBMIT_ERROR.format(code=code))
+
+    with pytest.raises(AirflowException) as caught:
+        hook.run(spark_submit)
+    return caught.value
+
+
+def test_a_configuration_error_is_not_retried(tmp_path: Path) -> None:
+    line = "runoff: error: unknown dataset 'evnts': choose one of activity, events, lines, sensors"
+    failure = failed_call(tmp_path, ConfigError.exit_code, line, ConfigError.__name__)
+    assert isinstance(failure, AirflowFailException)
+    assert str(failure) == f"{line} (a configuration error: not retried)"
+
+
+def test_a_failed_critical_expectation_is_not_retried(tmp_path: Path) -> None:
+    line = "runoff: error: bronze_events: critical expectation failed"
+    failure = failed_call(tmp_path, 1, line, QUALITY_FAILURE)
+    assert isinstance(failure, AirflowFailException)
+    assert str(failure) == line
+
+
+@pytest.mark.parametrize(
+    ("code", "error_type", "written"),
+    [
+        (RunoffError.exit_code, RunoffError.__name__, True),  # a failed run: retried
+        (LockHeldError.exit_code, LockHeldError.__name__, True),  # a lock held: retried
+        (ConfigError.exit_code, ConfigError.__name__, False),  # no outcome: nothing known
+    ],
+)
+def test_other_failures_are_left_to_retries(
+    tmp_path: Path, code: int, error_type: str, written: bool
+) -> None:
+    failure = failed_call(tmp_path, code, "runoff: error: ...", error_type, written=written)
+    assert type(failure) is AirflowException
+    assert str(failure) == SUBMIT_ERROR.format(code=code)
+
+
+def test_an_earlier_tries_outcome_is_not_read(tmp_path: Path) -> None:
+    """A try that wrote no outcome is not judged by the one an earlier try left."""
+    failed_call(tmp_path, ConfigError.exit_code, "runoff: error: bad spec", "ConfigError")
+    failure = failed_call(tmp_path, 1, None, None, written=False)
+    assert type(failure) is AirflowException
