@@ -56,6 +56,8 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 VENDOR = Path(__file__).resolve().parent / "vendor"
 VENDOR_MODULES = VENDOR / "node_modules"
 VENDOR_LOCK = "package-lock.json"
+# How GX refers to a suite parameter (a value given to each validation run) in an expectation.
+SUITE_PARAMETER = "$PARAMETER"
 # Every file GX's templates load from a CDN, per npm package (the same versions; the templates in
 # `quality/templates` refer to them as static/vendor/<package>/<path>). A directory is copied whole.
 VENDOR_ASSETS: dict[str, tuple[str, ...]] = {
@@ -162,6 +164,14 @@ def _is_content_block(value: Any) -> bool:
     )
 
 
+def param_text(value: Any) -> str:
+    """A string template parameter as a page prints it: a suite parameter by its name and who
+    sets it (`min_rows (set by each run)`), anything else as `str` writes it."""
+    if isinstance(value, Mapping) and set(value) == {SUITE_PARAMETER}:
+        return f"{value[SUITE_PARAMETER]} (set by each run)"
+    return str(value)
+
+
 class EscapingView(DefaultJinjaView):
     """GX's view with every data value HTML-escaped where GX writes it raw (module docstring).
 
@@ -205,11 +215,12 @@ class EscapingView(DefaultJinjaView):
 
     def render_string_template(self, template: Any) -> Any:
         """GX escapes string parameters only: other values (lists, dicts, numbers) are turned
-        into the same text `string.Template` would write, so that GX escapes them too."""
+        into the same text `string.Template` would write, so that GX escapes them too; a suite
+        parameter (`{"$PARAMETER": name}`, which GX would print as that dict) into its name."""
         if isinstance(template, Mapping) and isinstance(template.get("params"), Mapping):
             trusted: frozenset[str] = getattr(self, "_TRUSTED_HTML_PARAMS", frozenset())
             params = {
-                name: value if name in trusted or isinstance(value, str) else str(value)
+                name: value if name in trusted or isinstance(value, str) else param_text(value)
                 for name, value in template["params"].items()
             }
             template = {**template, "params": params}

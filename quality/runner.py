@@ -571,7 +571,8 @@ def _history_row(
 def _run_suites(
     config: RunoffConfig, dataset: str, run_id: str, work: list[_Work]
 ) -> list[ExpectationOutcome]:
-    """Run every suite on its frame in one GX context; rebuild the Data Docs once."""
+    """Run every suite on its frame in one GX context; rebuild the Data Docs once, with a page for
+    each suite of the validated tables."""
     import great_expectations as gx
     from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.data_context.types.resource_identifiers import (
@@ -619,5 +620,12 @@ def _run_suites(
                     to_version=w.increment.end_version,
                 )
             )
+    # The gate's suites (row-level, run on each micro-batch before its commit) are saved too, so
+    # that the Data Docs show every expectation a table is held to, the spec's included.
+    for table in {w.table.name: w.table for w in work}.values():
+        for suite in table.suites:
+            if suite.frame == "batch":
+                context.suites.add_or_update(suite.to_suite())
+                identifiers.append(ExpectationSuiteIdentifier(name=suite.name))
     context.build_data_docs(resource_identifiers=identifiers)
     return outcomes

@@ -92,7 +92,8 @@ def test_hostile_unexpected_values_are_text_in_validate_data_docs(config: Runoff
     site = report.data_docs_path.parent
     pages = sorted(p for p in site.rglob("*.html") if "static" not in p.relative_to(site).parts)
     validation_pages = [p for p in pages if p.relative_to(site).parts[0] == "validations"]
-    assert len(validation_pages) == 1 and len(pages) == 3, pages  # + index and suite page
+    # + the index and the table's two suite pages (validate's and the gate's)
+    assert len(validation_pages) == 1 and len(pages) == 4, pages
     for page in pages:
         assert parse(page.read_text()).data_markup() == [], page
     shown = parse(validation_pages[0].read_text()).visible()

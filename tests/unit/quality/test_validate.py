@@ -7,18 +7,23 @@ status and message, and that clean data passes. Expected counts come from the in
 
 from __future__ import annotations
 
+import html
 import io
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 from deltalake import DeltaTable
 
 from core.config import RunoffConfig
+from core.specs import SEED_DIR
 from delta_tables.arrow import read_arrow
 from delta_tables.catalog import Catalog
 from delta_tables.ledger import read_runs
 from jobs.cli.main import main
 from quality.history import read_results
+from quality.project import data_docs_index
 from quality.runner import ValidationReport, results_path, validate_dataset
 from quality.suites import checked_tables
 from tests.conftest import take_output
@@ -228,3 +233,33 @@ def test_nothing_to_validate_is_not_an_error(
     )
     assert read_results(results_path(config)) == []
     assert [r["status"] for r in read_runs(config.runs_path, "events")] == ["success"]
+
+
+def page_text(path: Path) -> str:
+    """The words a reader sees on a Data Docs page (markup, scripts and styles dropped)."""
+    raw = re.sub(r"<(script|style)\b.*?</\1>", " ", path.read_text(encoding="utf-8"), flags=re.S)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", raw)).split())
+
+
+def test_data_docs_show_every_expectation_each_table_is_held_to(config: RunoffConfig) -> None:
+    """A suite page per suite of each validated table, the gate's row-level ones included: every
+    expectation of the spec is on its table's page with its severity and notes, and a suite
+    parameter reads as its name, never as GX's `{'$PARAMETER': ...}`."""
+    _clean_events(config)
+    assert main(["--home", str(config.home), "validate", "events"]) == 0
+    site = data_docs_index(config.quality_dir).parent / "expectations"
+    pages = {path.stem: page_text(path) for path in site.glob("*.html")}
+    validated = ("bronze_events", "events_action_hourly")  # the tables with rows
+    assert set(pages) == {name for t in validated for name in (t, f"{t}_batch")}
+    # The spec, read here as YAML: what each table's batch page must show.
+    spec = yaml.safe_load((SEED_DIR / "events.yaml").read_text(encoding="utf-8"))
+    for key, items in spec["expectations"].items():
+        table = "bronze_events" if key == "bronze" else key
+        if table not in validated:
+            continue
+        for item in items:
+            notes = item.get("notes", "declared in the dataset spec.")
+            assert f"severity: {item['severity']}. {notes}" in pages[f"{table}_batch"], item
+    for page in pages.values():
+        assert "$PARAMETER" not in page
+    assert "greater than or equal to min_rows (set by each run)" in pages["bronze_events"]
