@@ -184,6 +184,21 @@ def _status_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _quarantine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("list",), help="list: the lines held, by reason and file")
+    dataset_arg(p)
+    p.add_argument(
+        "--reason",
+        help="only lines of this reason (e.g. 'unparseable JSON', 'rule failed')",
+    )
+    p.add_argument(
+        "--since",
+        type=iso_datetime,
+        help="only lines ingested at or after this date or ISO-8601 time (e.g. 2024-01-02)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
 def _reset_args(p: argparse.ArgumentParser) -> None:
     dataset_arg(p)
     p.add_argument(
@@ -250,6 +265,11 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] 
         "jobs.ops.status",
         "table versions, row counts, checkpoints and last runs",
         _status_args,
+    ),
+    "quarantine": (
+        "jobs.ops.quarantine",
+        "the malformed lines quarantine holds, by reason and landing file",
+        _quarantine_args,
     ),
     "maintain": (
         "jobs.ops.maintain",
@@ -319,8 +339,9 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-# Commands that never create the home (`status` refuses a missing one, `check` needs none).
-READ_ONLY_COMMANDS = frozenset({"status", "check"})
+# Commands that never create the home (`status` and `quarantine` refuse a missing one, `check`
+# needs none).
+READ_ONLY_COMMANDS = frozenset({"status", "check", "quarantine"})
 
 
 def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
@@ -431,7 +452,7 @@ def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
             config.ensure_home()
         if library is not None and config.home.is_dir():
             library.path = config.home / "logs" / "runoff.log"
-        elif args.command == "status" and not config.home.is_dir():
+        elif args.command in ("status", "quarantine") and not config.home.is_dir():
             # A misspelt --home would otherwise show empty tables and succeed.
             raise ConfigError(
                 f"runoff home {str(config.home)!r} does not exist: check --home or RUNOFF_HOME "
