@@ -139,14 +139,15 @@ COMMAND_JIT = "-XX:TieredStopAtLevel=1"
 
 # Outside whole-stage code, Spark generates Java source for every projection of every task, and
 # compiles it (a cache spares the compile, not the generation), and the JIT compiles the classes
-# again. The silver steps are such tasks: the state store's projections and those of the Delta
-# log's actions, which the stream source, the MERGE and each new table snapshot read, run at every
-# micro-batch over few rows. There interpreted projections cost less (`spark.sql.codegen.
+# again. Silver's micro-batches are such tasks: the state store's projections and those of the
+# Delta log's actions, which the stream source, the MERGE and each new table snapshot read, run at
+# every micro-batch over few rows. There interpreted projections cost less (`spark.sql.codegen.
 # factoryMode`, whose other modes Spark's own tests run for the same results). In one warm
 # session, silver of a 2,000-record increment took 15.1 s instead of 19.8 s, and silver over
 # 300,000 records 24.2 s instead of 26.2 s (`benchmarks/bench_projections.py`). Whole-stage code
 # (the aggregation's) stays generated. Bronze keeps the default: it parses every landed line in
-# such projections, and took 2.8x as long over 500,000 lines with interpreted ones.
+# such projections, and took 2.8x as long over 500,000 lines with interpreted ones. The backfill
+# keeps it too: a backfill test took 145 s either way.
 INTERPRETED_PROJECTIONS = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 

@@ -70,7 +70,7 @@ from core.console import say
 from core.errors import RunoffError
 from core.specs import parse_duration
 from delta_tables.ledger import RunRecord
-from delta_tables.writes import session_conf, table_version
+from delta_tables.writes import table_version
 from jobs.backfill.interval import (
     BRONZE_RUN_COLUMNS,
     EVENT_KEY,
@@ -97,7 +97,6 @@ from jobs.backfill.interval import (
     with_event_key,
 )
 from jobs.checkpoints.files import ingested_files, last_committed
-from jobs.spark import INTERPRETED_PROJECTIONS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -428,20 +427,19 @@ def _backfill(
         table = _read(spark, tables.bronze.path, bronze_version)
         near = bronze_near(table, dataset, interval).persist()
         try:
-            with session_conf(spark, INTERPRETED_PROJECTIONS):  # small work: `jobs.spark`
-                for aggregate in dataset.aggregates:
-                    source = near if aggregate.window is not None else table
-                    change = replace_silver(
-                        spark,
-                        tables.named(aggregate.table),
-                        dataset,
-                        aggregate,
-                        source,
-                        interval,
-                        gates[aggregate.table],
-                        batch_id,
-                    )
-                    done(change)
+            for aggregate in dataset.aggregates:
+                source = near if aggregate.window is not None else table
+                change = replace_silver(
+                    spark,
+                    tables.named(aggregate.table),
+                    dataset,
+                    aggregate,
+                    source,
+                    interval,
+                    gates[aggregate.table],
+                    batch_id,
+                )
+                done(change)
         finally:
             near.unpersist()
     record.details["tables"] = {
