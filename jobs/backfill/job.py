@@ -429,6 +429,7 @@ def _backfill(
         try:
             for aggregate in dataset.aggregates:
                 source = near if aggregate.window is not None else table
+                gate = gates[aggregate.table]
                 change = replace_silver(
                     spark,
                     tables.named(aggregate.table),
@@ -436,7 +437,7 @@ def _backfill(
                     aggregate,
                     source,
                     interval,
-                    gates[aggregate.table],
+                    gate,
                     batch_id,
                 )
                 done(change)
