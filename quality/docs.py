@@ -52,12 +52,12 @@ from jinja2 import (
     pass_context,
 )
 
+from quality.suites import SUITE_PARAMETER
+
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 VENDOR = Path(__file__).resolve().parent / "vendor"
 VENDOR_MODULES = VENDOR / "node_modules"
 VENDOR_LOCK = "package-lock.json"
-# How GX refers to a suite parameter (a value given to each validation run) in an expectation.
-SUITE_PARAMETER = "$PARAMETER"
 # Every file GX's templates load from a CDN, per npm package (the same versions; the templates in
 # `quality/templates` refer to them as static/vendor/<package>/<path>). A directory is copied whole.
 VENDOR_ASSETS: dict[str, tuple[str, ...]] = {

@@ -52,6 +52,8 @@ QUARANTINE_FAIL_SHARE = 0.20
 
 # Suite parameter of the bronze row count: set by the runner for every validation.
 MIN_ROWS_PARAMETER = "min_rows"
+# How GX refers to a suite parameter (a value given to each validation run) in an expectation.
+SUITE_PARAMETER = "$PARAMETER"
 # The column of the counts frame: rows the validated versions added.
 ROWS_ADDED_COLUMN = "rows_added"
 # The column of the freshness frame that `freshness` expectations check.
@@ -254,7 +256,7 @@ def bronze_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
     ]
     counts = gx.expectations.ExpectColumnMinToBeBetween(
         column=ROWS_ADDED_COLUMN,
-        min_value={"$PARAMETER": MIN_ROWS_PARAMETER},
+        min_value={SUITE_PARAMETER: MIN_ROWS_PARAMETER},
         severity=FailureSeverity.CRITICAL,
         notes=_notes(
             "critical",
