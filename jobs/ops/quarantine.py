@@ -59,11 +59,13 @@ def collect_quarantine(
         return doc
     where = [f"_ingested_at >= TIMESTAMP '{since.isoformat()}'"] if since else []
     rows = read_arrow(str(table.path), COLUMNS, where).to_pylist()
-    doc["reasons_held"] = sorted({reason_of(r["_error"] or "") for r in rows})
+    for r in rows:
+        r["reason"] = reason_of(r["_error"] or "")
+    doc["reasons_held"] = sorted({r["reason"] for r in rows})
     if reason is not None:
-        rows = [r for r in rows if reason_of(r["_error"] or "") == reason]
+        rows = [r for r in rows if r["reason"] == reason]
     rows.sort(key=lambda r: (r["_ingested_at"], r["_source_file"] or "", r["_line_number"] or 0))
-    by_reason = Counter(reason_of(r["_error"] or "") for r in rows)
+    by_reason = Counter(r["reason"] for r in rows)
     by_file = Counter(r["_source_file"] for r in rows)
     doc["lines"] = len(rows)
     doc["by_reason"] = dict(sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0])))
