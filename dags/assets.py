@@ -109,6 +109,9 @@ path. A failed task is notified through connection `${NOTIFY_CONN_ENV}` (default
   bronze, quarantine and silver, is idempotent and never touches the live checkpoints.
 - **Full refresh**: trigger with param `full_refresh=true` to run
   `runoff reset {dataset} --layer all --yes` before bronze.
+- **Quarantine replay**: trigger with param `replay_quarantine=true` to run
+  `runoff quarantine replay {dataset}` before bronze: the quarantined lines the current spec
+  passes are published to bronze, and this run's silver and validate take them.
 - Every task is a `spark-submit` through connection `{SPARK_CONN_ID}` in pool `{SPARK_POOL}`;
   `max_active_runs=1` because a run holds the dataset's checkpoints.
 - Home: Variable `{HOME_VARIABLE}`, else `$RUNOFF_HOME` (Asset URIs use

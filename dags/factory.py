@@ -13,8 +13,9 @@ imports when it is parsed.
 Grain and trigger behaviour of `runoff_<dataset>` (the spec's `schedule`, `catchup=False`,
 `max_active_runs=1` because a run holds the dataset's checkpoints):
 
-    route ─▶ reset (param full_refresh) ─▶ bronze ─▶ silver ─▶ validate ─▶ publish
-      └────▶ backfill (run type "backfill") ─────────────────────┘
+    route ─▶ reset (param full_refresh) ──────┬▶ bronze ─▶ silver ─▶ validate ─▶ publish
+      ├────▶ replay (param replay_quarantine) ─┘                   │
+      └────▶ backfill (run type "backfill") ───────────────────────┘
 
 - A scheduled or manual run is incremental: bronze and silver are Structured Streaming jobs with
   `trigger(availableNow)` that process whatever landed since the checkpoint, then validate checks
@@ -30,6 +31,10 @@ Grain and trigger behaviour of `runoff_<dataset>` (the spec's `schedule`, `catch
   once, naming it, and Airflow retries it (exponential backoff).
 - The `full_refresh` param (default false) runs `runoff reset <dataset> --layer all --yes`
   before bronze: tables and checkpoints are rebuilt from every landing file.
+- The `replay_quarantine` param (default false) runs `runoff quarantine replay <dataset>` before
+  bronze: the quarantined lines that the current spec passes are published to bronze, and the
+  run's silver and validate take them. A full refresh re-reads every line anyway: with both
+  params, the run resets and does not replay.
 - Asset events are emitted by `publish` only (bronze, quarantine and every silver table are its
   outlets), which runs only when validate succeeded: an event announces data that passed its
   critical expectations. Its `extra` comes from validate's outcome file (`publish_extras`).
@@ -89,19 +94,23 @@ DEFAULT_ARGS: dict[str, Any] = {
 
 ROUTE_INCREMENTAL = "bronze"
 ROUTE_FULL_REFRESH = "reset"
+ROUTE_REPLAY = "replay"
 ROUTE_BACKFILL = "backfill"
 
 
 # -- pure helpers (unit-tested without Airflow running) -------------------------------------
-def choose_route(run_type: object, full_refresh: bool) -> str:
-    """The first task of a run: backfill for backfill runs, else reset or bronze.
+def choose_route(run_type: object, full_refresh: bool, replay_quarantine: bool = False) -> str:
+    """The first task of a run: backfill for backfill runs, else reset, replay or bronze.
 
     A backfill never resets: it only rewrites its own interval and leaves the checkpoints alone.
+    A full refresh re-reads every landed line, so it needs no replay.
     """
     kind = getattr(run_type, "value", run_type)
     if kind == "backfill":
         return ROUTE_BACKFILL
-    return ROUTE_FULL_REFRESH if full_refresh else ROUTE_INCREMENTAL
+    if full_refresh:
+        return ROUTE_FULL_REFRESH
+    return ROUTE_REPLAY if replay_quarantine else ROUTE_INCREMENTAL
 
 
 def backfill_time(moment: datetime) -> str:
@@ -181,25 +190,36 @@ def build_dataset_dag(
                 False,
                 type="boolean",
                 description="Delete the dataset's tables and checkpoints before bronze.",
-            )
+            ),
+            "replay_quarantine": Param(
+                False,
+                type="boolean",
+                description="Before bronze, parse the quarantined lines again with the current "
+                "spec and publish those that now pass to bronze (runoff quarantine replay).",
+            ),
         },
         user_defined_macros=_macros(),
     ) as dag:
 
         @task.branch(task_id="route", pool="default_pool")
         def route(**context: Any) -> str:
-            """Backfill runs re-run their interval; others are incremental (full refresh first)."""
+            """Backfill runs re-run their interval; others are incremental (a full refresh or a
+            quarantine replay first)."""
+            params = context["params"]
             return choose_route(
-                context["dag_run"].run_type, bool(context["params"]["full_refresh"])
+                context["dag_run"].run_type,
+                bool(params["full_refresh"]),
+                bool(params.get("replay_quarantine", False)),
             )
 
         reset = runoff_submit("reset", "reset", dataset, "--layer", "all", "--yes")
+        replay = runoff_submit("replay", "quarantine replay", dataset)
         bronze = runoff_submit(
             "bronze",
             "bronze",
             dataset,
             inlets=[assets["landing"]],
-            # Runs after reset, or straight after route when reset is skipped.
+            # Runs after reset or replay, or straight after route when both are skipped.
             trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
         )
         silver = runoff_submit("silver", "silver", dataset, inlets=[assets["bronze"]])
@@ -238,8 +258,8 @@ def build_dataset_dag(
             log.info("publish %s: %s", dataset, json.dumps(extras, default=str))
 
         chosen = route()
-        chosen >> [reset, bronze, backfill]
-        reset >> bronze >> silver >> validate
+        chosen >> [reset, replay, bronze, backfill]
+        [reset, replay] >> bronze >> silver >> validate
         backfill >> validate
         validate >> publish(outcome_template("validate"))
     return dag

@@ -27,8 +27,17 @@ from dags.outcome import HOME_TEMPLATE, OUTCOME_TEMPLATE
 
 def runoff_args(command: str, dataset: str, *extra: str) -> list[str]:
     """Arguments of `jobs/cli/submit.py` (the `runoff` CLI):
-    `--home <home> --outcome <outcome file> <command> <dataset> ...`."""
-    return ["--home", HOME_TEMPLATE, "--outcome", OUTCOME_TEMPLATE, command, dataset, *extra]
+    `--home <home> --outcome <outcome file> <command> <dataset> ...` (a command of two words,
+    `quarantine replay`, is two arguments)."""
+    return [
+        "--home",
+        HOME_TEMPLATE,
+        "--outcome",
+        OUTCOME_TEMPLATE,
+        *command.split(),
+        dataset,
+        *extra,
+    ]
 
 
 class RunoffSubmitOperator(SparkSubmitOperator):
@@ -67,7 +76,7 @@ def runoff_submit(
         conn_id=SPARK_CONN_ID,
         application=str(SUBMIT_APPLICATION),
         application_args=runoff_args(command, dataset, *extra),
-        name=f"runoff-{command}-{dataset}",
+        name=f"runoff-{command.replace(' ', '-')}-{dataset}",
         conf=spark_conf(),
         jars=submit_jars() or None,
         env_vars=spark_env(),

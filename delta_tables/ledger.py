@@ -1,5 +1,5 @@
 """The run ledger `delta/ops/runs`: one row per command run (bronze, silver, validate, backfill,
-reset, maintain), failed and interrupted runs included.
+reset, maintain, rebuild, quarantine replay), failed and interrupted runs included.
 
 Owns the row (`RunRecord`, `RUNS_SCHEMA`), how a run ends in it (`recorded_run`: success,
 failed with one line, interrupted by a signal), writing (`append_run`: through delta-spark, or

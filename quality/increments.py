@@ -185,9 +185,44 @@ def plan_increment(
         last.version,
         current,
         "new files since the last validation",
-        _files(table) - then_files,
+        _files(table) - _old_rows(path, table, last.version, current, then_files),
         operations,
     )
+
+
+def _only_removes_rows(commit: dict[str, Any]) -> bool:
+    """A commit that can only have taken rows away: a DELETE, or a MERGE that inserted and
+    updated none (`runoff quarantine replay`'s); a file it adds holds rows of files it removed."""
+    operation = commit.get("operation")
+    metrics = commit.get("operationMetrics") or {}
+    if operation == "DELETE":
+        return True
+    if operation != "MERGE":
+        return False
+    changed = ("numTargetRowsInserted", "numTargetRowsUpdated")
+    return all(key in metrics and int(metrics[key]) == 0 for key in changed)
+
+
+def _old_rows(
+    path: Location, table: DeltaTable, after: int, upto: int, then_files: frozenset[str]
+) -> frozenset[str]:
+    """The files of the current snapshot whose rows were all in the snapshot of `after`:
+    `then_files`, and the files that commits of (after, upto] taking rows away wrote from them
+    (a DELETE rewrites the other rows of each file it touches; they were validated already)."""
+    try:
+        commits = sorted(table.history(limit=upto - after), key=lambda c: int(c["version"]))
+    except (DeltaError, KeyError):
+        return then_files
+    old = set(then_files)
+    for commit in commits:
+        version = int(commit["version"])
+        if version <= after or not _only_removes_rows(commit):
+            continue
+        before = _files(DeltaTable(str(path), version=version - 1))
+        now = _files(DeltaTable(str(path), version=version))
+        if before - now <= old:
+            old |= now - before
+    return frozenset(old)
 
 
 def _operations(table: DeltaTable, after: int, upto: int) -> tuple[str, ...] | None:

@@ -33,6 +33,7 @@ RUN_TIMEOUT = 900.0
 INCREMENTAL_STATES = {
     "route": "success",
     "reset": "skipped",
+    "replay": "skipped",
     "bronze": "success",
     "silver": "success",
     "backfill": "skipped",

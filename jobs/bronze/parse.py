@@ -409,11 +409,13 @@ def good_rows(
     batch_id: int,
     ingested_at: datetime,
     added_columns: Sequence[str] = (),
+    keep: Sequence[str] = (),
 ) -> DataFrame:
     """The valid records of `parse_lines` output as bronze rows (`Dataset.full_bronze_schema`,
-    then `added_columns`: fields taken out of `_rescued_data` as strings, for `add_columns`)."""
+    then `added_columns`: fields taken out of `_rescued_data` as strings, for `add_columns`),
+    then the columns of `parsed` named in `keep`."""
     with ansi_off(parsed.sparkSession):  # the spec's select SQL, as in `parse_lines`
-        return _good_rows(parsed, dataset, batch_id, ingested_at, added_columns)
+        return _good_rows(parsed, dataset, batch_id, ingested_at, added_columns, keep)
 
 
 def _good_rows(
@@ -422,6 +424,7 @@ def _good_rows(
     batch_id: int,
     ingested_at: datetime,
     added_columns: Sequence[str],
+    keep: Sequence[str],
 ) -> DataFrame:
     valid = parsed.where(~F.col("_blank") & F.col("_error").isNull())
     fields = F.from_json(F.col(RESCUED), FIELDS_AS_TEXT)
@@ -437,8 +440,9 @@ def _good_rows(
         F.lit(batch_id).alias("_batch_id"),
         F.col(RESCUED),
         *[fields.getItem(c).alias(c) for c in added_columns],
+        *keep,
     )
-    return conform(mapped, schema)
+    return conform(mapped, schema, keep)
 
 
 def quarantine_rows(parsed: DataFrame, batch_id: int, ingested_at: datetime) -> DataFrame:
@@ -516,9 +520,9 @@ def unrepresentable(
     )
 
 
-def conform(df: DataFrame, schema: StructType) -> DataFrame:
-    """Columns of `schema`, in its order, cast to its types."""
-    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+def conform(df: DataFrame, schema: StructType, keep: Sequence[str] = ()) -> DataFrame:
+    """Columns of `schema`, in its order, cast to its types; then the columns named in `keep`."""
+    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields], *keep)
 
 
 @dataclass(frozen=True)

@@ -185,18 +185,28 @@ def _status_args(p: argparse.ArgumentParser) -> None:
 
 
 def _quarantine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=("list",), help="list: the lines held, by reason and file")
+    p.add_argument(
+        "action",
+        choices=("list", "replay"),
+        help="list: the lines held, by reason and file; replay: parse them again with the "
+        "current spec and publish those that now pass to bronze",
+    )
     dataset_arg(p)
     p.add_argument(
         "--reason",
         help="only lines of this reason (e.g. 'unparseable JSON', 'rule failed')",
     )
     p.add_argument(
+        "--file",
+        help="only lines of this landing file: its URI as `list` shows it, its path or its name "
+        "(e.g. part-0001.json)",
+    )
+    p.add_argument(
         "--since",
         type=iso_datetime,
         help="only lines ingested at or after this date or ISO-8601 time (e.g. 2024-01-02)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--json", action="store_true", help="machine-readable output (list)")
 
 
 def _reset_args(p: argparse.ArgumentParser) -> None:
@@ -268,7 +278,8 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] 
     ),
     "quarantine": (
         "jobs.ops.quarantine",
-        "the malformed lines quarantine holds, by reason and landing file",
+        "the malformed lines quarantine holds (list), or those the current spec passes, "
+        "published to bronze (replay)",
         _quarantine_args,
     ),
     "maintain": (
@@ -404,12 +415,20 @@ def handler_for(command: str) -> Handler:
     return handler
 
 
+def is_served(args: argparse.Namespace) -> bool:
+    """Whether a server runs this command: a command of `SERVED_COMMANDS`, or `quarantine
+    replay` (its `list` needs no Spark)."""
+    return args.command in SERVED_COMMANDS or (
+        args.command == "quarantine" and getattr(args, "action", None) == "replay"
+    )
+
+
 def server_socket(args: argparse.Namespace, env: Mapping[str, str]) -> Path | None:
     """The server to run this command in (`--server`, else `RUNOFF_SERVER`), if any."""
     from jobs.cli.client import SERVER_ENV
 
     raw = args.server or env.get(SERVER_ENV)
-    if not raw or args.command not in SERVED_COMMANDS:
+    if not raw or not is_served(args):
         return None
     return Path(raw).expanduser().absolute()
 
@@ -419,11 +438,12 @@ def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if served and args.command not in SERVED_COMMANDS:
+    if served and not is_served(args):
         # `serve` inside the server would hold its only slot for good; the others need no Spark.
+        command = f"{args.command} {getattr(args, 'action', '')}".strip()
         return _say(
-            f"runoff: error: `runoff {args.command}` is not run by a server (it serves "
-            f"{', '.join(sorted(SERVED_COMMANDS))}): run it where you are",
+            f"runoff: error: `runoff {command}` is not run by a server (it serves "
+            f"{', '.join(sorted(SERVED_COMMANDS))} and quarantine replay): run it where you are",
             2,
         )[0]
     server = None if served else server_socket(args, os.environ)

@@ -1,4 +1,5 @@
-"""`runoff quarantine list <dataset> [--reason R] [--since T] [--json]`: what quarantine holds.
+"""`runoff quarantine list <dataset> [--reason R] [--file F] [--since T] [--json]`: what
+quarantine holds (`runoff quarantine replay`: `jobs.ops.replay`).
 
 Input: the dataset's quarantine table (`delta/quarantine/<dataset>`, one row per malformed line:
 `delta_tables.schemas.QUARANTINE_SCHEMA`), read with delta-rs: no JVM, and usable while a run
@@ -9,7 +10,8 @@ people or, with `--json`, one JSON document.
 A line's reason is its `_error` up to the first `": "`: one of the parse errors of
 `jobs.bronze.parse.ERRORS` (`unparseable JSON`, `missing required field`, ...) or `rule failed`
 for the spec's row rules; the rest of `_error` names the fields or rules. `--reason` keeps the
-lines of one reason, `--since` those ingested at or after a time (a date is midnight UTC).
+lines of one reason, `--file` those of one landing file (its URI, path or name: `file_matches`),
+`--since` those ingested at or after a time (a date is midnight UTC).
 """
 
 from __future__ import annotations
@@ -33,8 +35,18 @@ def reason_of(error: str) -> str:
     return error.split(": ", 1)[0]
 
 
+def file_matches(source_file: str, wanted: str) -> bool:
+    """Whether `wanted` (a URI, a path or a file name) names the landing file `source_file`."""
+    wanted = wanted.strip()
+    return source_file == wanted or source_file.endswith("/" + wanted.lstrip("/"))
+
+
 def collect_quarantine(
-    config: RunoffConfig, dataset: str, reason: str | None = None, since: datetime | None = None
+    config: RunoffConfig,
+    dataset: str,
+    reason: str | None = None,
+    since: datetime | None = None,
+    file: str | None = None,
 ) -> dict[str, Any]:
     """The quarantine document of `dataset` (module doc); `lines` is 0 and `exists` false when
     bronze has made no quarantine table yet."""
@@ -48,6 +60,7 @@ def collect_quarantine(
         "path": str(table.path),
         "exists": is_delta_table(table.path),
         "reason": reason,
+        "file": file,
         "since": since.isoformat() if since else None,
         "lines": 0,
         "by_reason": {},
@@ -61,6 +74,8 @@ def collect_quarantine(
     rows = read_arrow(str(table.path), COLUMNS, where).to_pylist()
     for r in rows:
         r["reason"] = reason_of(r["_error"] or "")
+    if file is not None:
+        rows = [r for r in rows if file_matches(r["_source_file"] or "", file)]
     doc["reasons_held"] = sorted({r["reason"] for r in rows})
     if reason is not None:
         rows = [r for r in rows if r["reason"] == reason]
@@ -92,7 +107,11 @@ def render_quarantine(doc: dict[str, Any]) -> None:
 
     plural = "" if doc["lines"] == 1 else "s"
     held = f"{doc['table']}: {doc['lines']} quarantined line{plural}"
-    filters = [f"reason {doc['reason']!r}" if doc["reason"] else "", _since(doc)]
+    filters = [
+        f"reason {doc['reason']!r}" if doc["reason"] else "",
+        f"file {doc['file']}" if doc["file"] else "",
+        _since(doc),
+    ]
     if any(filters):
         held += f" ({', '.join(f for f in filters if f)})"
     if not doc["exists"]:
@@ -139,7 +158,13 @@ def _since(doc: dict[str, Any]) -> str:
 
 
 def cmd_quarantine(config: RunoffConfig, args: argparse.Namespace) -> int:
-    doc = collect_quarantine(config, args.dataset, args.reason, args.since)
+    if args.action == "replay":
+        from jobs.ops.replay import Choice, run_replay
+
+        choice = Choice(reason=args.reason, file=args.file, since=args.since)
+        record = run_replay(None, config, args.dataset, choice)
+        return 0 if record.status == "success" else 1
+    doc = collect_quarantine(config, args.dataset, args.reason, args.since, args.file)
     if args.json:
         print(json.dumps(doc, indent=2), flush=True)
     else:

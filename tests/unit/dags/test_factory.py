@@ -35,7 +35,7 @@ def data_intervals(schedule: str | None) -> Any:
 pytestmark = pytest.mark.airflow
 
 SEED_DAG_IDS = {f"runoff_{name}" for name in SEED_NAMES}
-SPARK_TASKS = ("reset", "bronze", "silver", "backfill", "validate")
+SPARK_TASKS = ("reset", "replay", "bronze", "silver", "backfill", "validate")
 SPEC_ERRORS_FILE = str(DAGS_FOLDER / "runoff_spec_errors.py")
 HOME_TEMPLATE = "{{ var.value.get('runoff_home', runoff_home_default()) }}"
 OUTCOME = (
@@ -140,6 +140,7 @@ def assert_dataset_dag_policies(
     assert dag.tags == {"runoff", dataset}
     assert dag.start_date == datetime(2024, 1, 1, tzinfo=UTC)
     assert dag.params["full_refresh"] is False
+    assert dag.params["replay_quarantine"] is False
     for table in (f"bronze_{dataset}", f"quarantine_{dataset}", *silver_tables):
         assert f"`{table}`" in dag.doc_md
     assert "runoff backfill" in dag.doc_md and "full_refresh" in dag.doc_md
@@ -208,8 +209,9 @@ def assert_task_order(dag: Any) -> None:
     def downstream(task_id: str) -> set[str]:
         return set(dag.get_task(task_id).downstream_task_ids)
 
-    assert downstream("route") == {"reset", "bronze", "backfill"}
+    assert downstream("route") == {"reset", "replay", "bronze", "backfill"}
     assert downstream("reset") == {"bronze"}
+    assert downstream("replay") == {"bronze"}
     assert downstream("bronze") == {"silver"}
     assert downstream("silver") == {"validate"}
     assert downstream("backfill") == {"validate"}
@@ -217,7 +219,7 @@ def assert_task_order(dag: Any) -> None:
     assert downstream("validate") == {"publish"}
     assert downstream("publish") == set()
     assert dag.get_task("publish").trigger_rule == "all_success"
-    # bronze runs whether or not reset ran; validate after either silver or backfill.
+    # bronze runs whether or not reset or replay ran; validate after either silver or backfill.
     assert dag.get_task("bronze").trigger_rule == "none_failed_min_one_success"
     assert dag.get_task("validate").trigger_rule == "none_failed_min_one_success"
     assert dag.get_task("silver").trigger_rule == "all_success"
@@ -329,25 +331,27 @@ def test_spec_errors_names_every_refused_file(tmp_path: Path) -> None:
 
 # -- the backfill branch --------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("run_type", "full_refresh", "expected"),
+    ("run_type", "full_refresh", "replay", "expected"),
     [
-        ("backfill", False, "backfill"),
-        ("backfill", True, "backfill"),
-        ("scheduled", False, "bronze"),
-        ("manual", False, "bronze"),
-        ("manual", True, "reset"),
-        ("asset_triggered", True, "reset"),
+        ("backfill", False, False, "backfill"),
+        ("backfill", True, True, "backfill"),
+        ("scheduled", False, False, "bronze"),
+        ("manual", False, False, "bronze"),
+        ("manual", True, False, "reset"),
+        ("asset_triggered", True, False, "reset"),
+        ("manual", False, True, "replay"),
+        ("manual", True, True, "reset"),  # a full refresh re-reads every line
     ],
 )
 def test_route_task_chooses_backfill_for_backfill_runs(
-    dagbag: Any, run_type: str, full_refresh: bool, expected: str
+    dagbag: Any, run_type: str, full_refresh: bool, replay: bool, expected: str
 ) -> None:
     from airflow.sdk.api.datamodels._generated import DagRunType
 
     route = dagbag.dags["runoff_events"].get_task("route")
     chosen = route.python_callable(
         dag_run=SimpleNamespace(run_type=DagRunType(run_type)),
-        params={"full_refresh": full_refresh},
+        params={"full_refresh": full_refresh, "replay_quarantine": replay},
     )
     assert chosen == expected
 
@@ -404,6 +408,7 @@ def _render(dag: Any, task_id: str, start: datetime, end: datetime) -> Any:
         ("silver", ["silver", "events"]),
         ("validate", ["validate", "events"]),
         ("reset", ["reset", "events", "--layer", "all", "--yes"]),
+        ("replay", ["quarantine", "replay", "events"]),
         (
             "backfill",
             [
@@ -464,7 +469,7 @@ def test_rendered_spark_submit_command(
         "--jars",
         ",".join(str(jar) for jar in sorted((REPO_ROOT / "jvm" / "jars").glob("*.jar"))),
         "--name",
-        f"runoff-{task_id}-events",
+        "-".join(["runoff", *args[: args.index("events") + 1]]),  # runoff-<command>-<dataset>
         str(REPO_ROOT / "jobs" / "cli" / "submit.py"),
         "--home",
         str(home),

@@ -212,3 +212,32 @@ def test_a_table_created_empty_had_no_writes_until_a_run_commits(tmp_path: Path)
     assert not created.had_writes
     assert written is not None and written.operations == ("WRITE",)
     assert written.had_writes and written.new_files == frozenset()
+
+
+def test_rows_a_delete_rewrote_from_validated_files_are_not_new(tmp_path: Path) -> None:
+    """A DELETE (what `runoff quarantine replay` does to quarantine) rewrites the other rows of
+    each file it touches. When every file it touched had been validated, the rewritten rows are
+    not in the increment; when one had not (its rows may be rewritten into the same new file),
+    the new file is, whole (a superset, as for a MERGE)."""
+    path = tmp_path / "quarantine"
+    first = open_close_events(1_709_251_200, 3, batch_id=0)
+    append(path, first)  # v0: validated
+    gone = first.column("time")[0].as_py()
+    DeltaTable(str(path)).delete(f"time = {gone}")  # v1: rewrites v0's file
+    later = open_close_events(1_709_254_800, 2, batch_id=1)
+    append(path, later)  # v2
+    columns = ["time", "action", "_batch_id"]
+
+    increment = plan_increment(path, DeltaTable(str(path)), _mark(path, 0))
+
+    assert increment is not None and increment.version_range == "(0, 2]"
+    assert _rows(read_rows(DeltaTable(str(path)), increment), columns) == _rows(later, columns)
+
+    # A delete touching a validated file and a file added since: both rewritten rows are read.
+    second = later.column("time")[0].as_py()
+    DeltaTable(str(path)).delete(f"time IN ({gone + 1}, {second})")  # v3
+    table = DeltaTable(str(path))
+    increment = plan_increment(path, table, _mark(path, 1))
+    assert increment is not None
+    kept = [row for row in _rows(later, columns) if row[0] != second]
+    assert set(kept) <= set(_rows(read_rows(table, increment), columns))

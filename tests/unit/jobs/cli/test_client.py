@@ -143,3 +143,7 @@ def test_only_spark_commands_are_served() -> None:
         "demo",
     }  # fmt: skip
     assert not {"generate", "status", "report", "serve"} & cli.SERVED_COMMANDS
+    # `quarantine replay` needs Spark, `quarantine list` does not.
+    parser = cli.build_parser()
+    assert cli.is_served(parser.parse_args(["quarantine", "replay", "events"]))
+    assert not cli.is_served(parser.parse_args(["quarantine", "list", "events"]))

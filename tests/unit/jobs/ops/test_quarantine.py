@@ -115,6 +115,11 @@ def test_lines_by_reason_and_file_with_a_sample_oldest_first(
             lambda line: line[4] >= DAY2 and line[5] == "rule failed",
         ),
         (("--reason", "nope"), lambda line: False),
+        # a landing file by name, by path, or by the URI as listed
+        (("--file", "b.json"), lambda line: line[2] == B),
+        (("--file", A), lambda line: line[2] == A),
+        (("--file", "date=2024-01-01/a.json", "--reason", "nope"), lambda line: False),
+        (("--file", "a.jso"), lambda line: False),  # a name is matched whole
     ],
 )
 def test_filters_keep_exactly_their_lines(
