@@ -37,6 +37,7 @@ SLOWEST_FIRST = (
     "tests/spark/jobs/silver/test_job.py",
     "tests/e2e/test_server.py",
     "tests/spark/quality/test_gate.py",
+    "tests/spark/jobs/ops/test_replay.py",
     "tests/spark/jobs/ops/test_ops.py",
     "tests/e2e/test_airflow_e2e.py",
     "tests/spark/jobs/bronze/test_job.py",

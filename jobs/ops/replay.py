@@ -64,7 +64,7 @@ STAGED = "replay"  # the staged table, in the bronze checkpoint
 LINE = "_line_number"
 
 
-def lines(count: int) -> str:
+def n_lines(count: int) -> str:
     return f"{count} line" if count == 1 else f"{count} lines"
 
 
@@ -144,8 +144,8 @@ class Replay:
             try:
                 self.record.quarantined = total - passing
                 say(
-                    f"replay {self.dataset.name}: {lines(total)} read from quarantine "
-                    f"({choice.describe()}), {passing} now pass the spec"
+                    f"replay {self.dataset.name}: {n_lines(total)} read from quarantine "
+                    f"({choice.describe()}); the spec now passes {passing}"
                 )
                 if passing:
                     gate.check(rows.drop(LINE), batch_id, passing)
@@ -180,7 +180,9 @@ class Replay:
             if not already_committed(self.quarantine.path, REPLAY_APP, number):
                 self.delete_lines(staged, number)
             self.record.rows += rows
-            say(f"replay {self.dataset.name}: {lines(rows)} published to bronze (replay {number})")
+            say(
+                f"replay {self.dataset.name}: {n_lines(rows)} published to bronze (replay {number})"
+            )
         self.drop_stage()
 
     def delete_lines(self, staged: DataFrame, number: int) -> None:
@@ -245,6 +247,6 @@ def run_replay(
     say_problems(record, [gate])
     say(
         f"replay {name}: {record.status} in {time.perf_counter() - started:.1f} s: "
-        f"{lines(record.rows)} published to bronze, {record.quarantined} left in quarantine"
+        f"{n_lines(record.rows)} published to bronze, {record.quarantined} left in quarantine"
     )
     return record
