@@ -84,6 +84,7 @@ def dataset_doc(catalog: Catalog, dataset: str) -> str:
     spec = catalog.spec(dataset)
     tables = catalog.tables(dataset)
     rows = "\n".join(f"| {t.layer} | `{t.name}` | `{t.path}` |" for t in tables)
+    silver = ", ".join(f"`{t}`" for t in spec.silver_tables)
     return f"""\
 ### runoff pipeline: `{dataset}`
 
@@ -112,6 +113,8 @@ path. A failed task is notified through connection `${NOTIFY_CONN_ENV}` (default
 - **Quarantine replay**: trigger with param `replay_quarantine=true` to run
   `runoff quarantine replay {dataset}` before bronze: the quarantined lines the current spec
   passes are published to bronze, and this run's silver and validate take them.
+- **Rebuild**: trigger with param `rebuild_silver` (some of {silver}) to run
+  `runoff rebuild <tables>` before bronze, after a change of their definition.
 - Every task is a `spark-submit` through connection `{SPARK_CONN_ID}` in pool `{SPARK_POOL}`;
   `max_active_runs=1` because a run holds the dataset's checkpoints.
 - Home: Variable `{HOME_VARIABLE}`, else `$RUNOFF_HOME` (Asset URIs use

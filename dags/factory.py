@@ -14,7 +14,8 @@ Grain and trigger behaviour of `runoff_<dataset>` (the spec's `schedule`, `catch
 `max_active_runs=1` because a run holds the dataset's checkpoints):
 
     route ─▶ reset (param full_refresh) ──────┬▶ bronze ─▶ silver ─▶ validate ─▶ publish
-      ├────▶ replay (param replay_quarantine) ─┘                   │
+      ├────▶ replay (param replay_quarantine) ─┤                   │
+      ├────▶ rebuild (param rebuild_silver) ───┘                   │
       └────▶ backfill (run type "backfill") ───────────────────────┘
 
 - A scheduled or manual run is incremental: bronze and silver are Structured Streaming jobs with
@@ -35,6 +36,9 @@ Grain and trigger behaviour of `runoff_<dataset>` (the spec's `schedule`, `catch
   bronze: the quarantined lines that the current spec passes are published to bronze, and the
   run's silver and validate take them. A full refresh re-reads every line anyway: with both
   params, the run resets and does not replay.
+- The `rebuild_silver` param (default empty: a list of the dataset's silver tables) runs `runoff
+  rebuild <tables>` before bronze (beside a replay, if asked): each named table is recomputed from
+  the whole of bronze, as a changed definition requires. A full refresh rebuilds every table.
 - Asset events are emitted by `publish` only (bronze, quarantine and every silver table are its
   outlets), which runs only when validate succeeded: an event announces data that passed its
   critical expectations. Its `extra` comes from validate's outcome file (`publish_extras`).
@@ -95,22 +99,31 @@ DEFAULT_ARGS: dict[str, Any] = {
 ROUTE_INCREMENTAL = "bronze"
 ROUTE_FULL_REFRESH = "reset"
 ROUTE_REPLAY = "replay"
+ROUTE_REBUILD = "rebuild"
 ROUTE_BACKFILL = "backfill"
 
 
 # -- pure helpers (unit-tested without Airflow running) -------------------------------------
-def choose_route(run_type: object, full_refresh: bool, replay_quarantine: bool = False) -> str:
-    """The first task of a run: backfill for backfill runs, else reset, replay or bronze.
+def choose_route(
+    run_type: object,
+    full_refresh: bool,
+    replay_quarantine: bool = False,
+    rebuild_silver: Sequence[str] = (),
+) -> list[str]:
+    """The first tasks of a run: backfill for backfill runs, else reset, or replay and rebuild
+    (each if asked), else bronze.
 
     A backfill never resets: it only rewrites its own interval and leaves the checkpoints alone.
-    A full refresh re-reads every landed line, so it needs no replay.
+    A full refresh re-reads every landed line and rebuilds every table, so it needs neither a
+    replay nor a rebuild.
     """
     kind = getattr(run_type, "value", run_type)
     if kind == "backfill":
-        return ROUTE_BACKFILL
+        return [ROUTE_BACKFILL]
     if full_refresh:
-        return ROUTE_FULL_REFRESH
-    return ROUTE_REPLAY if replay_quarantine else ROUTE_INCREMENTAL
+        return [ROUTE_FULL_REFRESH]
+    first = [ROUTE_REPLAY] * replay_quarantine + [ROUTE_REBUILD] * bool(rebuild_silver)
+    return first or [ROUTE_INCREMENTAL]
 
 
 def backfill_time(moment: datetime) -> str:
@@ -197,29 +210,44 @@ def build_dataset_dag(
                 description="Before bronze, parse the quarantined lines again with the current "
                 "spec and publish those that now pass to bronze (runoff quarantine replay).",
             ),
+            "rebuild_silver": Param(
+                [],
+                type="array",
+                items={"type": "string", "enum": list(spec.silver_tables)},
+                description="Before bronze, recompute these silver tables from the whole of "
+                "bronze (runoff rebuild), as a change of their definition requires.",
+            ),
         },
         user_defined_macros=_macros(),
     ) as dag:
 
         @task.branch(task_id="route", pool="default_pool")
-        def route(**context: Any) -> str:
-            """Backfill runs re-run their interval; others are incremental (a full refresh or a
-            quarantine replay first)."""
+        def route(**context: Any) -> list[str]:
+            """Backfill runs re-run their interval; others are incremental (a full refresh, or a
+            quarantine replay and a rebuild, first)."""
             params = context["params"]
             return choose_route(
                 context["dag_run"].run_type,
                 bool(params["full_refresh"]),
                 bool(params.get("replay_quarantine", False)),
+                list(params.get("rebuild_silver") or ()),
             )
 
         reset = runoff_submit("reset", "reset", dataset, "--layer", "all", "--yes")
         replay = runoff_submit("replay", "quarantine replay", dataset)
+        # `runoff rebuild` takes the tables as one argument, comma-separated.
+        rebuild = runoff_submit(
+            "rebuild",
+            "rebuild",
+            "{{ params.rebuild_silver | join(',') }}",
+            name=f"runoff-rebuild-{dataset}",
+        )
         bronze = runoff_submit(
             "bronze",
             "bronze",
             dataset,
             inlets=[assets["landing"]],
-            # Runs after reset or replay, or straight after route when both are skipped.
+            # Runs after reset, replay or rebuild, or straight after route when all are skipped.
             trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
         )
         silver = runoff_submit("silver", "silver", dataset, inlets=[assets["bronze"]])
@@ -258,8 +286,8 @@ def build_dataset_dag(
             log.info("publish %s: %s", dataset, json.dumps(extras, default=str))
 
         chosen = route()
-        chosen >> [reset, replay, bronze, backfill]
-        [reset, replay] >> bronze >> silver >> validate
+        chosen >> [reset, replay, rebuild, bronze, backfill]
+        [reset, replay, rebuild] >> bronze >> silver >> validate
         backfill >> validate
         validate >> publish(outcome_template("validate"))
     return dag

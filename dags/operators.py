@@ -70,13 +70,14 @@ def runoff_submit(
     *extra: str,
     **kwargs: Any,
 ) -> RunoffSubmitOperator:
-    """A `RunoffSubmitOperator` running `runoff <command> <dataset> <extra...>`."""
+    """A `RunoffSubmitOperator` running `runoff <command> <dataset> <extra...>` (its Spark
+    application named `runoff-<command>-<dataset>` unless `name` is given)."""
+    kwargs.setdefault("name", f"runoff-{command.replace(' ', '-')}-{dataset}")
     return RunoffSubmitOperator(
         task_id=task_id,
         conn_id=SPARK_CONN_ID,
         application=str(SUBMIT_APPLICATION),
         application_args=runoff_args(command, dataset, *extra),
-        name=f"runoff-{command.replace(' ', '-')}-{dataset}",
         conf=spark_conf(),
         jars=submit_jars() or None,
         env_vars=spark_env(),

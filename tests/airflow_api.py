@@ -34,6 +34,7 @@ INCREMENTAL_STATES = {
     "route": "success",
     "reset": "skipped",
     "replay": "skipped",
+    "rebuild": "skipped",
     "bronze": "success",
     "silver": "success",
     "backfill": "skipped",

@@ -234,7 +234,8 @@ def _rebuild_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "table",
         nargs="+",
-        help="silver tables to recompute from the whole of bronze (e.g. events_action_hourly)",
+        help="silver tables to recompute from the whole of bronze, separated by spaces or commas "
+        "(e.g. events_action_hourly)",
     )
 
 

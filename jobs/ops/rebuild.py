@@ -46,11 +46,20 @@ def delete_tables(config: RunoffConfig, dataset: str, tables: list[Table]) -> No
         pass
 
 
+def table_names(args: list[str]) -> list[str]:
+    """The tables named by the arguments, each a name or names separated by commas (how the
+    Airflow param `rebuild_silver` passes its list): `["a,b", "c"]` -> `["a", "b", "c"]`."""
+    return [name.strip() for arg in args for name in arg.split(",") if name.strip()]
+
+
 def cmd_rebuild(config: RunoffConfig, args: argparse.Namespace) -> int:
     from jobs.silver import run_silver
 
+    names = table_names(list(args.table))
+    if not names:
+        raise ConfigError("name the silver tables to rebuild (e.g. events_action_hourly)")
     status = 0
-    for dataset, tables in rebuild_targets(Catalog.load(config), list(args.table)).items():
+    for dataset, tables in rebuild_targets(Catalog.load(config), names).items():
         delete_tables(config, dataset, tables)
         record = run_silver(None, config, dataset)
         if record.status != "success":

@@ -35,7 +35,7 @@ def data_intervals(schedule: str | None) -> Any:
 pytestmark = pytest.mark.airflow
 
 SEED_DAG_IDS = {f"runoff_{name}" for name in SEED_NAMES}
-SPARK_TASKS = ("reset", "replay", "bronze", "silver", "backfill", "validate")
+SPARK_TASKS = ("reset", "replay", "rebuild", "bronze", "silver", "backfill", "validate")
 SPEC_ERRORS_FILE = str(DAGS_FOLDER / "runoff_spec_errors.py")
 HOME_TEMPLATE = "{{ var.value.get('runoff_home', runoff_home_default()) }}"
 OUTCOME = (
@@ -141,6 +141,8 @@ def assert_dataset_dag_policies(
     assert dag.start_date == datetime(2024, 1, 1, tzinfo=UTC)
     assert dag.params["full_refresh"] is False
     assert dag.params["replay_quarantine"] is False
+    assert dag.params["rebuild_silver"] == []
+    assert dag.params.get_param("rebuild_silver").schema["items"]["enum"] == list(silver_tables)
     for table in (f"bronze_{dataset}", f"quarantine_{dataset}", *silver_tables):
         assert f"`{table}`" in dag.doc_md
     assert "runoff backfill" in dag.doc_md and "full_refresh" in dag.doc_md
@@ -209,9 +211,9 @@ def assert_task_order(dag: Any) -> None:
     def downstream(task_id: str) -> set[str]:
         return set(dag.get_task(task_id).downstream_task_ids)
 
-    assert downstream("route") == {"reset", "replay", "bronze", "backfill"}
-    assert downstream("reset") == {"bronze"}
-    assert downstream("replay") == {"bronze"}
+    assert downstream("route") == {"reset", "replay", "rebuild", "bronze", "backfill"}
+    for first in ("reset", "replay", "rebuild"):
+        assert downstream(first) == {"bronze"}
     assert downstream("bronze") == {"silver"}
     assert downstream("silver") == {"validate"}
     assert downstream("backfill") == {"validate"}
@@ -331,27 +333,39 @@ def test_spec_errors_names_every_refused_file(tmp_path: Path) -> None:
 
 # -- the backfill branch --------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("run_type", "full_refresh", "replay", "expected"),
+    ("run_type", "full_refresh", "replay", "rebuild", "expected"),
     [
-        ("backfill", False, False, "backfill"),
-        ("backfill", True, True, "backfill"),
-        ("scheduled", False, False, "bronze"),
-        ("manual", False, False, "bronze"),
-        ("manual", True, False, "reset"),
-        ("asset_triggered", True, False, "reset"),
-        ("manual", False, True, "replay"),
-        ("manual", True, True, "reset"),  # a full refresh re-reads every line
+        ("backfill", False, False, [], ["backfill"]),
+        ("backfill", True, True, ["events_action_hourly"], ["backfill"]),
+        ("scheduled", False, False, [], ["bronze"]),
+        ("manual", False, False, [], ["bronze"]),
+        ("manual", True, False, [], ["reset"]),
+        ("asset_triggered", True, False, [], ["reset"]),
+        ("manual", False, True, [], ["replay"]),
+        ("manual", False, False, ["events_action_hourly"], ["rebuild"]),
+        ("manual", False, True, ["events_action_hourly"], ["replay", "rebuild"]),
+        # a full refresh re-reads every line and rebuilds every table
+        ("manual", True, True, ["events_action_hourly"], ["reset"]),
     ],
 )
 def test_route_task_chooses_backfill_for_backfill_runs(
-    dagbag: Any, run_type: str, full_refresh: bool, replay: bool, expected: str
+    dagbag: Any,
+    run_type: str,
+    full_refresh: bool,
+    replay: bool,
+    rebuild: list[str],
+    expected: list[str],
 ) -> None:
     from airflow.sdk.api.datamodels._generated import DagRunType
 
     route = dagbag.dags["runoff_events"].get_task("route")
     chosen = route.python_callable(
         dag_run=SimpleNamespace(run_type=DagRunType(run_type)),
-        params={"full_refresh": full_refresh, "replay_quarantine": replay},
+        params={
+            "full_refresh": full_refresh,
+            "replay_quarantine": replay,
+            "rebuild_silver": rebuild,
+        },
     )
     assert chosen == expected
 
@@ -392,7 +406,11 @@ def _render(dag: Any, task_id: str, start: datetime, end: datetime) -> Any:
         },
         "data_interval_start": start,
         "data_interval_end": end,
-        "params": {"full_refresh": False},
+        "params": {
+            "full_refresh": False,
+            "replay_quarantine": False,
+            "rebuild_silver": ["events_action_hourly", "events_action_sliding"],
+        },
         "dag": dag,
         "task": task,
         "run_id": RUN_ID,
@@ -409,6 +427,7 @@ def _render(dag: Any, task_id: str, start: datetime, end: datetime) -> Any:
         ("validate", ["validate", "events"]),
         ("reset", ["reset", "events", "--layer", "all", "--yes"]),
         ("replay", ["quarantine", "replay", "events"]),
+        ("rebuild", ["rebuild", "events_action_hourly,events_action_sliding"]),
         (
             "backfill",
             [
@@ -469,7 +488,7 @@ def test_rendered_spark_submit_command(
         "--jars",
         ",".join(str(jar) for jar in sorted((REPO_ROOT / "jvm" / "jars").glob("*.jar"))),
         "--name",
-        "-".join(["runoff", *args[: args.index("events") + 1]]),  # runoff-<command>-<dataset>
+        f"runoff-{'-'.join(args[:2]) if task_id == 'replay' else task_id}-events",
         str(REPO_ROOT / "jobs" / "cli" / "submit.py"),
         "--home",
         str(home),
