@@ -214,6 +214,7 @@ def build_dataset_dag(
                 [],
                 type="array",
                 items={"type": "string", "enum": list(spec.silver_tables)},
+                examples=list(spec.silver_tables),  # the trigger form offers them to pick
                 description="Before bronze, recompute these silver tables from the whole of "
                 "bronze (runoff rebuild), as a change of their definition requires.",
             ),
