@@ -146,7 +146,7 @@ def plan_increment(
 
     def whole(reason: str) -> Increment:
         return Increment(
-            path, current_id, None, current, reason, None, _operations(table, -1, current)
+            path, current_id, None, current, reason, None, _operations(_commits(table, -1, current))
         )
 
     if full:
@@ -159,7 +159,8 @@ def plan_increment(
         return whole(f"table is at version {current}, behind the validated version {last.version}")
     if last.version == current:
         return None
-    operations = _operations(table, last.version, current)
+    commits = _commits(table, last.version, current)
+    operations = _operations(commits)
     if operations is not None and all(op in MAINTENANCE_OPERATIONS for op in operations):
         return Increment(
             path,
@@ -185,7 +186,7 @@ def plan_increment(
         last.version,
         current,
         "new files since the last validation",
-        _files(table) - _old_rows(path, table, last.version, current, then_files),
+        _files(table) - _old_rows(path, commits or [], then_files),
         operations,
     )
 
@@ -204,20 +205,17 @@ def _only_removes_rows(commit: dict[str, Any]) -> bool:
 
 
 def _old_rows(
-    path: Location, table: DeltaTable, after: int, upto: int, then_files: frozenset[str]
+    path: Location, commits: list[dict[str, Any]], then_files: frozenset[str]
 ) -> frozenset[str]:
-    """The files of the current snapshot whose rows were all in the snapshot of `after`:
-    `then_files`, and the files that commits of (after, upto] taking rows away wrote from them
-    (a DELETE rewrites the other rows of each file it touches; they were validated already)."""
-    try:
-        commits = sorted(table.history(limit=upto - after), key=lambda c: int(c["version"]))
-    except (DeltaError, KeyError):
-        return then_files
+    """The files of the current snapshot whose rows were all in the last validated snapshot:
+    its files (`then_files`), and the files that the `commits` since (`_commits`) taking rows
+    away wrote from them (a DELETE rewrites the other rows of each file it touches; they were
+    validated already)."""
     old = set(then_files)
-    for commit in commits:
-        version = int(commit["version"])
-        if version <= after or not _only_removes_rows(commit):
+    for commit in sorted(commits, key=lambda c: int(c["version"])):
+        if not _only_removes_rows(commit):
             continue
+        version = int(commit["version"])
         before = _files(DeltaTable(str(path), version=version - 1))
         now = _files(DeltaTable(str(path), version=version))
         if before - now <= old:
@@ -225,14 +223,22 @@ def _old_rows(
     return frozenset(old)
 
 
-def _operations(table: DeltaTable, after: int, upto: int) -> tuple[str, ...] | None:
-    """Operation names of the commits (after, upto]; None when the log no longer has them all."""
+def _commits(table: DeltaTable, after: int, upto: int) -> list[dict[str, Any]] | None:
+    """The commit infos of versions (after, upto], newest first; None when the log no longer
+    has them all."""
     try:
         commits = table.history(limit=upto - after)
     except DeltaError:
         return None
     versions = {int(c["version"]) for c in commits if "version" in c}
     if versions != set(range(after + 1, upto + 1)):
+        return None
+    return commits
+
+
+def _operations(commits: list[dict[str, Any]] | None) -> tuple[str, ...] | None:
+    """The operation names of `_commits`' commits (None when it had none)."""
+    if commits is None:
         return None
     return tuple(str(c.get("operation", "")) for c in commits)
 
