@@ -206,7 +206,7 @@ def _quarantine_args(p: argparse.ArgumentParser) -> None:
         type=iso_datetime,
         help="only lines ingested at or after this date or ISO-8601 time (e.g. 2024-01-02)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output (list)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (list only)")
 
 
 def _reset_args(p: argparse.ArgumentParser) -> None:

@@ -159,3 +159,12 @@ def test_no_table_yet_and_no_home(
     assert main(["--home", str(missing), "quarantine", "list", "events"]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert not missing.exists()
+
+
+def test_replay_refuses_json_before_it_starts(
+    config: RunoffConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--home", str(config.home), "quarantine", "replay", "events", "--json"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no --json output" in err, err
