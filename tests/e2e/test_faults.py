@@ -9,9 +9,11 @@ process on the shared SparkSession. Tables are compared with tests/expected.py.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -96,14 +98,34 @@ def redeliver(files: list[expected.LandingFile]) -> list[expected.LandingFile]:
     return [expected.read_file("events", path), *files[1:]]
 
 
-@pytest.fixture
-def ingested(spark: Any, tmp_path: Path) -> tuple[RunoffConfig, list[expected.LandingFile]]:
-    """A home whose landing files went through bronze and silver."""
-    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+@pytest.fixture(scope="module")
+def ingested_once(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Path, list[expected.LandingFile]]:
+    """Landing files through bronze and silver, once for the module: the home, a copy of it
+    made then, and the files."""
+    root = tmp_path_factory.mktemp("faults")
+    config = RunoffConfig.from_sources(home=root / "home", env={})
     files = land(config, "events", files=3, seed=31, start="2024-01-01T00:00:00Z")
     assert cli(config.home, "bronze", "events") == 0
     assert cli(config.home, "silver", "events") == 0
-    return config, files
+    shutil.copytree(config.home, root / "ingested", symlinks=True)
+    return config.home, root / "ingested", files
+
+
+@pytest.fixture
+def ingested(
+    spark: Any, ingested_once: tuple[Path, Path, list[expected.LandingFile]]
+) -> tuple[RunoffConfig, list[expected.LandingFile]]:
+    """A home whose landing files went through bronze and silver: `ingested_once`'s, put back
+    as it was at the same path (the checkpoints name their files by absolute path; the copy
+    keeps every file's modification time). Delta's cache of table states in the shared session
+    is cleared: a table may now be older than what it holds."""
+    home, saved, files = ingested_once
+    shutil.rmtree(home)
+    shutil.copytree(saved, home, symlinks=True)
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    return RunoffConfig.from_sources(home=home, env={}), copy.deepcopy(files)
 
 
 def test_a_backfill_killed_mid_run_is_exact_after_a_rerun(
