@@ -13,9 +13,10 @@ Modules, one role each (`outcome.py` imports none of the others, none imports `f
   `build_maintenance_dag`, `spec_errors`), the default args, schedules and the run's route.
 - `operators.py`: `RunoffSubmitOperator` (thin: `execute` and `on_kill` call the hook) and
   `runoff_submit`, the operator of every step with its `runoff` arguments.
-- `hooks.py`: `RunoffCliHook`, which runs the `runoff` CLI (a `runoff serve` client, or the
-  provider's spark-submit), stops it on kill and turns a failed expectation into a failure without
-  retries; and the spark-submit settings (application, connection, pool, conf, jars, environment).
+- `hooks.py`: `RunoffCliHook`, which runs the `runoff` CLI (a `runoff serve` client, a plain
+  process for the commands that never start Spark, or the provider's spark-submit), stops it on
+  kill and turns a failed expectation into a failure without retries; and the spark-submit
+  settings (application, connection, pool, conf, jars, environment).
 - `notifier.py`: `RunoffFailureNotifier`, every task's `on_failure_callback`.
 - `outcome.py`: the runoff home and the outcome file each `runoff --outcome` call writes (path,
   templates and macros, reading it).

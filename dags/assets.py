@@ -115,8 +115,10 @@ path. A failed task is notified through connection `${NOTIFY_CONN_ENV}` (default
   passes are published to bronze, and this run's silver and validate take them.
 - **Rebuild**: trigger with param `rebuild_silver` (some of {silver}) to run
   `runoff rebuild <tables>` before bronze, after a change of their definition.
-- Every task is a `spark-submit` through connection `{SPARK_CONN_ID}` in pool `{SPARK_POOL}`;
-  `max_active_runs=1` because a run holds the dataset's checkpoints.
+- Every task takes a slot of pool `{SPARK_POOL}`. Bronze, silver, backfill, replay and rebuild
+  are a `spark-submit` through connection `{SPARK_CONN_ID}`; validate and reset, which never
+  start Spark, a plain `runoff` process (a client of `runoff serve` when the worker has
+  `RUNOFF_SERVER`). `max_active_runs=1` because a run holds the dataset's checkpoints.
 - Home: Variable `{HOME_VARIABLE}`, else `$RUNOFF_HOME` (Asset URIs use
   `{catalog.config.home}`).
 """

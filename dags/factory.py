@@ -5,7 +5,8 @@ folder in `RUNOFF_DATASETS`; no Spark). Output: DAG objects (`build_dataset_dags
 `build_dataset_dag`, `build_maintenance_dag`) and the refused specs' report (`spec_errors`).
 Their steps are `RunoffSubmitOperator`s (`dags.operators`) running the `runoff` CLI through
 `spark-submit` (connection `spark_default`: `local[*]` by default, a cluster master by changing
-the connection) or as clients of `runoff serve`; the Assets and docs come from `dags.assets`,
+the connection), as clients of `runoff serve`, or, for validate and reset, which never start
+Spark, as a plain process; the Assets and docs come from `dags.assets`,
 the failure notifier from `dags.notifier`, outcome files and the home from `dags.outcome`.
 Nothing here imports Spark or Great Expectations: a DAG file adds milliseconds to Airflow's own
 imports when it is parsed.
@@ -91,7 +92,8 @@ DEFAULT_ARGS: dict[str, Any] = {
     # Delay doubles with every retry (1 min, 2 min, ...), capped at 10 minutes.
     "retry_exponential_backoff": 2.0,
     "max_retry_delay": timedelta(minutes=10),
-    # Every task starts a Spark application: the pool bounds how many run at once.
+    # Every step is a Spark application or a `runoff` process of its own (validate, reset): the
+    # pool bounds how many run at once.
     "pool": SPARK_POOL,
     "on_failure_callback": runoff_notifier(),
 }

@@ -10,9 +10,11 @@ expectation, or a configuration error, exit 2: no retry).
   delta-spark's jars and the process environment (`spark_env`).
 - `RunoffCliHook`, one per task try: with `RUNOFF_SERVER` in the worker's environment it starts the
   CLI as a client of that `runoff serve` server (its output is the task log; `on_kill` sends
-  SIGTERM, which the client passes on to the server, and SIGKILL after 60 s); without it, the
-  spark-submit of `SparkSubmitOperator` (the provider's `SparkSubmitHook` owns that process).
-  Either way it removes the outcome file of an earlier try first and reads it after a failure.
+  SIGTERM, which the client passes on to the server, and SIGKILL after 60 s); without it, a
+  command that never starts Spark (`jobs.cli.main.SPARK_FREE_COMMANDS`: validate, reset) runs as
+  a plain `runoff` process in the worker, the same way, and the others are the spark-submit of
+  `SparkSubmitOperator` (the provider's `SparkSubmitHook` owns that process). Either way it
+  removes the outcome file of an earlier try first and reads it after a failure.
 
 No Spark import: `jobs.spark` (which imports none at top level) is imported when settings are read.
 """
@@ -31,6 +33,7 @@ from airflow.sdk import BaseHook
 
 from core.errors import ConfigError
 from dags.outcome import QUALITY_FAILURE, REPO_ROOT, outcome_arg, read_outcome
+from jobs.cli.main import SPARK_FREE_COMMANDS
 
 # The Python file spark-submit runs: it calls `jobs.cli.main.main(argv)` and exits with its code.
 SUBMIT_APPLICATION = REPO_ROOT / "jobs" / "cli" / "submit.py"
@@ -94,16 +97,28 @@ def spark_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 # -- the hook ------------------------------------------------------------------------------
+def command_of(args: Sequence[str]) -> str | None:
+    """The `runoff` command of a task's arguments (`--home H --outcome O <command> ...`), None
+    when they are not a valid call (the CLI then says why, in whatever runs it)."""
+    from jobs.cli.main import build_parser
+
+    try:
+        return str(build_parser().parse_args(list(args)).command)
+    except SystemExit:
+        return None
+
+
 class RunoffCliHook(BaseHook):
     """One `runoff` call of a task: a client of `runoff serve` when `server` is set (default: the
-    worker's `$RUNOFF_SERVER`), else the spark-submit it is given; its outcome file is removed
-    before and read after a failure."""
+    worker's `$RUNOFF_SERVER`), else a plain process for a command that never starts Spark, else
+    the spark-submit it is given; its outcome file is removed before and read after a failure."""
 
     def __init__(self, application_args: Sequence[Any] | None, server: str | None = None) -> None:
         super().__init__()
         self.args = [str(a) for a in application_args or ()]
         self.outcome = outcome_arg(self.args)
         self.server = os.environ.get(SERVER_ENV) if server is None else server
+        self.command = command_of(self.args)
         self._client: subprocess.Popen[str] | None = None
 
     def get_conn(self) -> None:
@@ -111,7 +126,9 @@ class RunoffCliHook(BaseHook):
         return None
 
     def run(self, spark_submit: Callable[[], object]) -> None:
-        """The call: as a client of the server when there is one, else `spark_submit()`.
+        """The call: as a client of the server when there is one, else as a plain process when
+        the command never starts Spark (a spark-submit would start a JVM for nothing: seconds and
+        hundreds of megabytes), else `spark_submit()`.
 
         A failed critical expectation (the outcome's `error_type`) or a configuration error (its
         exit code 2: a spec, a setting or an argument at fault) becomes `AirflowFailException`
@@ -123,6 +140,8 @@ class RunoffCliHook(BaseHook):
         try:
             if self.server:
                 self.run_client(self.server)
+            elif self.command in SPARK_FREE_COMMANDS:
+                self.run_client(None)
             else:
                 spark_submit()
         except AirflowException as exc:
@@ -148,11 +167,16 @@ class RunoffCliHook(BaseHook):
             return AirflowFailException(f"{error} (a configuration error: not retried)")
         return None
 
-    def run_client(self, server: str) -> None:
-        """The call as a client of the `runoff serve` server at `server`: the command runs in the
-        server's warm Spark driver; its output is logged line by line (the task log)."""
-        env = {**os.environ, **spark_env(), SERVER_ENV: server}
-        self.log.info("runoff %s (server %s)", " ".join(self.args), server)
+    def run_client(self, server: str | None) -> None:
+        """The call as a `runoff` process: a client of the `runoff serve` server at `server`
+        (the command runs in the server's warm Spark driver), or with no server, the command
+        itself; its output is logged line by line (the task log)."""
+        env = {k: v for k, v in os.environ.items() if k != SERVER_ENV}
+        env.update(spark_env())
+        if server:
+            env[SERVER_ENV] = server
+        where = f"server {server}" if server else "no Spark: in this worker"
+        self.log.info("runoff %s (%s)", " ".join(self.args), where)
         self._client = subprocess.Popen(
             [sys.executable, str(SUBMIT_APPLICATION), *self.args],
             env=env,
@@ -169,12 +193,14 @@ class RunoffCliHook(BaseHook):
 
     @property
     def started_client(self) -> bool:
-        """Whether this call started a client (else `on_kill` is spark-submit's business)."""
+        """Whether this call started a `runoff` process (else `on_kill` is spark-submit's
+        business)."""
         return self._client is not None
 
     def on_kill(self) -> None:
-        """Stop the client: SIGTERM, which it passes on (the server stops the command), then
-        SIGKILL when it has not exited within `CLIENT_STOP_TIMEOUT` seconds."""
+        """Stop the process: SIGTERM (a client passes it on and the server stops the command;
+        a command stops itself), then SIGKILL when it has not exited within
+        `CLIENT_STOP_TIMEOUT` seconds."""
         client = self._client
         if client is None or client.poll() is not None:
             return

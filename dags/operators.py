@@ -4,7 +4,8 @@ Input: a `runoff` command, a dataset and its extra arguments. Output: a `SparkSu
 (connection `spark_default`, the spark-submit settings of `dags.hooks`) whose arguments are
 `--home <home> --outcome <outcome file> <command> <dataset> ...`, rendered at run time
 (`dags.outcome`). `execute` and `on_kill` hand the work to `RunoffCliHook`: a client of
-`runoff serve` when the worker has `RUNOFF_SERVER`, else the provider's spark-submit.
+`runoff serve` when the worker has `RUNOFF_SERVER`, else a plain process for a command that
+never starts Spark (validate, reset), else the provider's spark-submit.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ class RunoffSubmitOperator(SparkSubmitOperator):
     failed critical expectation fails the task at once, without retries, with the CLI's error
     line as the reason. With `RUNOFF_SERVER` in the worker's environment the step runs as a
     `runoff` client of that server (`runoff serve`, started by `make airflow`): no JVM of its
-    own, seconds instead of a Spark start per task. Without it, the step is a spark-submit
-    through `spark_default`."""
+    own, seconds instead of a Spark start per task. Without it, validate and reset (which never
+    start Spark) are a plain `runoff` process, and the other steps a spark-submit through
+    `spark_default`."""
 
     _cli: RunoffCliHook | None = None
 

@@ -328,6 +328,11 @@ SERVED_COMMANDS = frozenset(
     }
 )
 
+# Commands that never start Spark: they read and write with delta-rs, Great Expectations (on
+# pandas) and the file system. An Airflow task runs them as a plain process (dags.hooks), never
+# as a spark-submit, which would start a JVM for nothing.
+SPARK_FREE_COMMANDS = frozenset({"validate", "reset"})
+
 
 def available_commands() -> list[str]:
     return [name for name, (module, _, _) in COMMANDS.items() if importlib.util.find_spec(module)]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
+from core.config import RunoffConfig
 from core.errors import ConfigError, LockHeldError, RunoffError
 from dags.hooks import RunoffCliHook
 from dags.outcome import QUALITY_FAILURE
@@ -73,3 +74,41 @@ def test_an_earlier_tries_outcome_is_not_read(tmp_path: Path) -> None:
     failed_call(tmp_path, ConfigError.exit_code, "runoff: error: bad spec", "ConfigError")
     failure = failed_call(tmp_path, 1, None, None, written=False)
     assert type(failure) is AirflowException
+
+
+@pytest.mark.parametrize(
+    ("command", "spark_submit"),
+    [
+        (["validate", "events"], False),
+        (["reset", "events", "--layer", "all", "--yes"], False),
+        (["bronze", "events"], True),
+        (["quarantine", "replay", "events"], True),
+        (["backfill", "events", "--start", "2024-01-01", "--end", "2024-01-02"], True),
+    ],
+)
+def test_a_command_that_never_starts_spark_is_a_plain_process_not_a_spark_submit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], spark_submit: bool
+) -> None:
+    args = ["--home", str(tmp_path), "--outcome", str(tmp_path / "o.json"), *command]
+    hook = RunoffCliHook(args, server="")
+    ran: list[str] = []
+    monkeypatch.setattr(hook, "run_client", lambda server: ran.append(f"process {server}"))
+    hook.run(lambda: ran.append("spark-submit"))
+    assert ran == (["spark-submit"] if spark_submit else ["process None"])
+
+
+def test_reset_and_validate_run_without_spark(tmp_path: Path) -> None:
+    """What a task then runs: in this tier a JVM or a child process fails the test at once."""
+    from jobs.cli.main import SPARK_FREE_COMMANDS, main
+    from tests.quality_tables import append_bronze, open_close_events
+
+    assert {"validate", "reset"} <= SPARK_FREE_COMMANDS
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    append_bronze(config.bronze_path("events"), open_close_events(1_709_251_200, 4, batch_id=0))
+    home = ["--home", str(config.home)]
+    assert main([*home, "validate", "events", "--layer", "bronze"]) == 0
+    checkpoint = Path(str(config.checkpoint_dir("bronze", "events")))
+    (checkpoint / "offsets").mkdir(parents=True)
+    assert main([*home, "reset", "events", "--layer", "all", "--yes"]) == 0
+    assert not Path(str(config.bronze_path("events"))).exists()
+    assert not (checkpoint / "offsets").exists()
