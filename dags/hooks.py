@@ -33,7 +33,7 @@ from airflow.sdk import BaseHook
 
 from core.errors import ConfigError
 from dags.outcome import QUALITY_FAILURE, REPO_ROOT, outcome_arg, read_outcome
-from jobs.cli.main import SPARK_FREE_COMMANDS
+from jobs.cli.main import SPARK_FREE_COMMANDS, build_parser
 
 # The Python file spark-submit runs: it calls `jobs.cli.main.main(argv)` and exits with its code.
 SUBMIT_APPLICATION = REPO_ROOT / "jobs" / "cli" / "submit.py"
@@ -43,7 +43,8 @@ SERVER_ENV = "RUNOFF_SERVER"
 SPARK_CONN_ID = "spark_default"
 # Every spark-submit starts a Spark application: the pool bounds how many run at once.
 SPARK_POOL = "spark"
-# How long a stopped client may take to pass SIGTERM on and exit before it is killed.
+# How long a stopped `runoff` process (a client passing SIGTERM on, or the command itself) may
+# take to exit before it is killed.
 CLIENT_STOP_TIMEOUT = 60
 
 
@@ -100,8 +101,6 @@ def spark_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 def command_of(args: Sequence[str]) -> str | None:
     """The `runoff` command of a task's arguments (`--home H --outcome O <command> ...`), None
     when they are not a valid call (the CLI then says why, in whatever runs it)."""
-    from jobs.cli.main import build_parser
-
     try:
         return str(build_parser().parse_args(list(args)).command)
     except SystemExit:
@@ -119,7 +118,7 @@ class RunoffCliHook(BaseHook):
         self.outcome = outcome_arg(self.args)
         self.server = os.environ.get(SERVER_ENV) if server is None else server
         self.command = command_of(self.args)
-        self._client: subprocess.Popen[str] | None = None
+        self._process: subprocess.Popen[str] | None = None
 
     def get_conn(self) -> None:
         """No connection of its own: spark-submit's is `spark_default` (`SparkSubmitHook`)."""
@@ -139,9 +138,9 @@ class RunoffCliHook(BaseHook):
             Path(self.outcome).unlink(missing_ok=True)
         try:
             if self.server:
-                self.run_client(self.server)
+                self.run_cli(self.server)
             elif self.command in SPARK_FREE_COMMANDS:
-                self.run_client(None)
+                self.run_cli(None)
             else:
                 spark_submit()
         except AirflowException as exc:
@@ -167,7 +166,7 @@ class RunoffCliHook(BaseHook):
             return AirflowFailException(f"{error} (a configuration error: not retried)")
         return None
 
-    def run_client(self, server: str | None) -> None:
+    def run_cli(self, server: str | None) -> None:
         """The call as a `runoff` process: a client of the `runoff serve` server at `server`
         (the command runs in the server's warm Spark driver), or with no server, the command
         itself; its output is logged line by line (the task log)."""
@@ -177,35 +176,35 @@ class RunoffCliHook(BaseHook):
             env[SERVER_ENV] = server
         where = f"server {server}" if server else "no Spark: in this worker"
         self.log.info("runoff %s (%s)", " ".join(self.args), where)
-        self._client = subprocess.Popen(
+        self._process = subprocess.Popen(
             [sys.executable, str(SUBMIT_APPLICATION), *self.args],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        assert self._client.stdout is not None
-        for line in self._client.stdout:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
             self.log.info("%s", line.rstrip("\n"))
-        code = self._client.wait()
+        code = self._process.wait()
         if code:
             raise AirflowException(f"runoff exited with code {code}")
 
     @property
-    def started_client(self) -> bool:
+    def started_process(self) -> bool:
         """Whether this call started a `runoff` process (else `on_kill` is spark-submit's
         business)."""
-        return self._client is not None
+        return self._process is not None
 
     def on_kill(self) -> None:
         """Stop the process: SIGTERM (a client passes it on and the server stops the command;
         a command stops itself), then SIGKILL when it has not exited within
         `CLIENT_STOP_TIMEOUT` seconds."""
-        client = self._client
-        if client is None or client.poll() is not None:
+        process = self._process
+        if process is None or process.poll() is not None:
             return
-        client.terminate()
+        process.terminate()
         try:
-            client.wait(timeout=CLIENT_STOP_TIMEOUT)
+            process.wait(timeout=CLIENT_STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
-            client.kill()
+            process.kill()

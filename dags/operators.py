@@ -59,7 +59,7 @@ class RunoffSubmitOperator(SparkSubmitOperator):
         self._cli.run(spark_submit=partial(super().execute, context))
 
     def on_kill(self) -> None:
-        if self._cli is not None and self._cli.started_client:
+        if self._cli is not None and self._cli.started_process:
             self._cli.on_kill()
         else:
             super().on_kill()

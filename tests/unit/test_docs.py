@@ -359,7 +359,7 @@ def test_every_cited_repository_path_exists() -> None:
 
 def test_every_cited_module_and_attribute_exists() -> None:
     planted = (
-        "# `jobs.cli.main`, `jobs.spark.get_spark(...)`, `dags.hooks.RunoffCliHook.run_client`,\n"
+        "# `jobs.cli.main`, `jobs.spark.get_spark(...)`, `dags.hooks.RunoffCliHook.run_cli`,\n"
         "# `jobs.streaming.interrupts.deliver`, `jobs.bronze.job.NO_SUCH_NAME`\n"
     )
     assert dangling_modules({"x.py": planted}) == [

@@ -52,16 +52,25 @@ def test_dag_files_import_neither_spark_nor_great_expectations(
 
 
 @pytest.mark.slow
-def test_a_failing_command_fails_its_task(spark_connection: None, tmp_path: Path) -> None:
+def test_a_failing_command_fails_its_task(
+    spark_connection: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """spark-submit exits with the CLI's code (jobs/cli/submit.py), so the task fails with its
-    error."""
+    error; a step that runs as a plain process (validate: no Spark) fails with its exit code, its
+    error line in the task log."""
     from airflow.providers.common.compat.sdk import AirflowException
 
     from dags.factory import build_dataset_dag
 
-    task = build_dataset_dag("events").get_task("validate")
-    task.application_args = ["--home", str(tmp_path), "validate", "no_such_dataset"]
-    with pytest.raises(
-        AirflowException, match=r"(?s)Error code is: 2\..*unknown dataset 'no_such_dataset'"
-    ):
-        task.execute(context={})
+    dag = build_dataset_dag("events")
+    failures = {
+        "bronze": r"(?s)Error code is: 2\..*unknown dataset 'no_such_dataset'",
+        "validate": r"^runoff exited with code 2$",
+    }
+    for step, message in failures.items():
+        task = dag.get_task(step)
+        task.application_args = ["--home", str(tmp_path), step, "no_such_dataset"]
+        capsys.readouterr()
+        with pytest.raises(AirflowException, match=message):
+            task.execute(context={})
+        assert "unknown dataset 'no_such_dataset'" in capsys.readouterr().out, step

@@ -92,7 +92,7 @@ def test_a_command_that_never_starts_spark_is_a_plain_process_not_a_spark_submit
     args = ["--home", str(tmp_path), "--outcome", str(tmp_path / "o.json"), *command]
     hook = RunoffCliHook(args, server="")
     ran: list[str] = []
-    monkeypatch.setattr(hook, "run_client", lambda server: ran.append(f"process {server}"))
+    monkeypatch.setattr(hook, "run_cli", lambda server: ran.append(f"process {server}"))
     hook.run(lambda: ran.append("spark-submit"))
     assert ran == (["spark-submit"] if spark_submit else ["process None"])
 
