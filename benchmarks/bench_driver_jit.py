@@ -19,28 +19,26 @@ every timing and the load averages before and after. Writes
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.result import load_average, metric, runoff_command, runoff_environment, write_result
+from benchmarks.result import (
+    load_average,
+    metric,
+    runoff_command,
+    runoff_environment,
+    timed_command,
+    write_result,
+)
 
 DATASET = "events"
 SIZES = {"600 rows": (3, 200), "500,000 rows": (10, 50_000)}
 REPETITIONS = 2
 SPARK_MASTER = "local[2]"
 WORK = Path(__file__).resolve().parent / "work" / "driver_jit"
-
-
-def busy_cpu_seconds() -> float:
-    """CPU seconds the machine has spent outside idle and iowait since boot (`/proc/stat`)."""
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def both_tiers_conf() -> str:
@@ -56,21 +54,7 @@ def timed_run(files: int, rows: int, spark_conf: str | None, label: str) -> dict
     command = [*runoff_command(), "--home", str(home)]
     generate = ["generate", DATASET, "--files", str(files), "--rows-per-file", str(rows)]
     subprocess.run([*command, *generate, "--seed", "3"], env=env, check=True, capture_output=True)
-    load_before = load_average()
-    cpu, started = busy_cpu_seconds(), time.perf_counter()
-    done = subprocess.run(
-        [*command, "run", DATASET], env=env, capture_output=True, text=True, check=False
-    )
-    seconds, cpu = time.perf_counter() - started, busy_cpu_seconds() - cpu
-    if done.returncode != 0:
-        raise RuntimeError(f"runoff run ({label}) exited {done.returncode}:\n{done.stderr}")
-    print(f"{label}: {seconds:.1f} s wall, {cpu:.1f} CPU s", flush=True)
-    return {
-        "seconds": round(seconds, 2),
-        "cpu_seconds": round(cpu, 2),
-        "load_before": load_before,
-        "load_after": load_average(),
-    }
+    return timed_command([*command, "run", DATASET], env, f"runoff run ({label})")
 
 
 def main() -> dict[str, Any]:

@@ -21,12 +21,17 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_driver_jit import busy_cpu_seconds
-from benchmarks.result import load_average, metric, runoff_command, runoff_environment, write_result
+from benchmarks.result import (
+    load_average,
+    metric,
+    runoff_command,
+    runoff_environment,
+    timed_command,
+    write_result,
+)
 
 DATASET = "events"
 REPETITIONS = 3
@@ -54,22 +59,6 @@ def commands() -> dict[str, list[str]]:
     }
 
 
-def timed(command: list[str], env: dict[str, str], label: str) -> dict[str, Any]:
-    load_before = load_average()
-    cpu, started = busy_cpu_seconds(), time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    seconds, cpu = time.perf_counter() - started, busy_cpu_seconds() - cpu
-    if done.returncode != 0:
-        raise RuntimeError(f"{label} exited {done.returncode}:\n{done.stderr}")
-    print(f"{label}: {seconds:.1f} s wall, {cpu:.1f} CPU s", flush=True)
-    return {
-        "seconds": round(seconds, 2),
-        "cpu_seconds": round(cpu, 2),
-        "load_before": load_before,
-        "load_after": load_average(),
-    }
-
-
 def main() -> dict[str, Any]:
     from dags.hooks import spark_env
 
@@ -85,7 +74,7 @@ def main() -> dict[str, Any]:
     call = ["--home", str(home), "validate", DATASET, "--full"]
     for rep in range(REPETITIONS):
         for way in list(ways) if rep % 2 == 0 else list(reversed(ways)):
-            runs[way].append(timed([*ways[way], *call], env, way))
+            runs[way].append(timed_command([*ways[way], *call], env, way))
     metrics = []
     for key, unit, what in (("seconds", "s", "wall"), ("cpu_seconds", "CPU s", "CPU")):
         process, submit = (statistics.median(r[key] for r in runs[way]) for way in ways)

@@ -16,6 +16,7 @@ import platform
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
@@ -125,6 +126,32 @@ def load_average() -> list[float]:
     """The machine's load averages over 1, 5 and 15 minutes (record them before and after a
     benchmark in its `params`: other work on the machine inflates every number alike)."""
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds the machine has spent outside idle and iowait since boot (`/proc/stat`)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_command(command: list[str], env: dict[str, str], label: str) -> dict[str, Any]:
+    """Run `command` to its end: its wall seconds, the CPU seconds the whole machine spent
+    meanwhile (all processes: run it on an otherwise quiet machine) and the load averages before
+    and after. A failed command raises `RuntimeError` with its stderr."""
+    load_before = load_average()
+    cpu, started = busy_cpu_seconds(), time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    seconds, cpu = time.perf_counter() - started, busy_cpu_seconds() - cpu
+    if done.returncode != 0:
+        raise RuntimeError(f"{label} exited {done.returncode}:\n{done.stderr}")
+    print(f"{label}: {seconds:.1f} s wall, {cpu:.1f} CPU s", flush=True)
+    return {
+        "seconds": round(seconds, 2),
+        "cpu_seconds": round(cpu, 2),
+        "load_before": load_before,
+        "load_after": load_average(),
+    }
 
 
 def runoff_command() -> list[str]:
