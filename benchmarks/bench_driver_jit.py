@@ -20,17 +20,16 @@ every timing and the load averages before and after. Writes
 from __future__ import annotations
 
 import shutil
-import statistics
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from benchmarks.result import (
     load_average,
-    metric,
     runoff_command,
     runoff_environment,
     timed_command,
+    wall_and_cpu,
     write_result,
 )
 
@@ -69,21 +68,16 @@ def main() -> dict[str, Any]:
             order = list(settings) if rep % 2 == 0 else list(reversed(settings))
             for name in order:
                 runs[size][name].append(timed_run(files, rows, settings[name], f"{size}, {name}"))
-    metrics = []
-    for size in SIZES:
-        for key, unit, what in (("seconds", "s", "wall"), ("cpu_seconds", "CPU s", "CPU")):
-            quick = statistics.median(r[key] for r in runs[size]["quick tier"])
-            both = statistics.median(r[key] for r in runs[size]["both tiers"])
-            metrics.append(
-                metric(
-                    f"cold `runoff run events`, {size}: {what}",
-                    round(quick, 2),
-                    unit=unit,
-                    baseline=round(both, 2),
-                    baseline_label="driver JIT with both tiers (C1 and C2)",
-                    target="< 1",
-                )
-            )
+    metrics = [
+        measured
+        for size in SIZES
+        for measured in wall_and_cpu(
+            f"cold `runoff run events`, {size}",
+            runs[size]["quick tier"],
+            runs[size]["both tiers"],
+            "driver JIT with both tiers (C1 and C2)",
+        )
+    ]
     shutil.rmtree(WORK, ignore_errors=True)
     return write_result(
         "driver_jit",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -26,10 +25,10 @@ from typing import Any
 
 from benchmarks.result import (
     load_average,
-    metric,
     runoff_command,
     runoff_environment,
     timed_command,
+    wall_and_cpu,
     write_result,
 )
 
@@ -75,19 +74,12 @@ def main() -> dict[str, Any]:
     for rep in range(REPETITIONS):
         for way in list(ways) if rep % 2 == 0 else list(reversed(ways)):
             runs[way].append(timed_command([*ways[way], *call], env, way))
-    metrics = []
-    for key, unit, what in (("seconds", "s", "wall"), ("cpu_seconds", "CPU s", "CPU")):
-        process, submit = (statistics.median(r[key] for r in runs[way]) for way in ways)
-        metrics.append(
-            metric(
-                f"a DAG run's validate step, 1 hourly file: {what}",
-                round(process, 2),
-                unit=unit,
-                baseline=round(submit, 2),
-                baseline_label="a spark-submit",
-                target="< 1",
-            )
-        )
+    metrics = wall_and_cpu(
+        "a DAG run's validate step, 1 hourly file",
+        runs["plain process"],
+        runs["spark-submit"],
+        "a spark-submit",
+    )
     shutil.rmtree(WORK, ignore_errors=True)
     return write_result(
         "validate_task",

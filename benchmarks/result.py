@@ -14,6 +14,7 @@ import operator
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -152,6 +153,31 @@ def timed_command(command: list[str], env: dict[str, str], label: str) -> dict[s
         "load_before": load_before,
         "load_after": load_average(),
     }
+
+
+def wall_and_cpu(
+    name: str,
+    runs: Sequence[Mapping[str, Any]],
+    baseline_runs: Sequence[Mapping[str, Any]],
+    baseline_label: str,
+) -> list[dict[str, Any]]:
+    """Two metrics from `timed_command` results: the median wall seconds and the median CPU
+    seconds of `runs` against those of `baseline_runs`, each with target `< 1`."""
+    metrics = []
+    for key, unit, what in (("seconds", "s", "wall"), ("cpu_seconds", "CPU s", "CPU")):
+        value = statistics.median(r[key] for r in runs)
+        baseline = statistics.median(r[key] for r in baseline_runs)
+        metrics.append(
+            metric(
+                f"{name}: {what}",
+                round(value, 2),
+                unit=unit,
+                baseline=round(baseline, 2),
+                baseline_label=baseline_label,
+                target="< 1",
+            )
+        )
+    return metrics
 
 
 def runoff_command() -> list[str]:

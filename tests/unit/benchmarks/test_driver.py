@@ -266,3 +266,24 @@ def test_real_benchmarks_follow_the_convention() -> None:
     # A result without its module is stale: nobody can re-run it.
     names = {m.removeprefix("bench_") for m in driver.discover(package)}
     assert {r["name"] for r in results} <= names
+
+
+def test_wall_and_cpu_compares_medians() -> None:
+    from benchmarks.result import wall_and_cpu
+
+    runs = [{"seconds": s, "cpu_seconds": c} for s, c in ((9.0, 10.0), (12.0, 11.0), (10.0, 30.0))]
+    base = [{"seconds": s, "cpu_seconds": c} for s, c in ((20.0, 22.0), (18.0, 21.0))]
+    wall, cpu = wall_and_cpu("a step", runs, base, "the old way")
+    assert (wall["metric"], wall["value"], wall["baseline"], wall["ratio"]) == (
+        "a step: wall",
+        10.0,
+        19.0,
+        round(10.0 / 19.0, 4),
+    )
+    assert (cpu["metric"], cpu["unit"], cpu["value"], cpu["baseline"]) == (
+        "a step: CPU",
+        "CPU s",
+        11.0,
+        21.5,
+    )
+    assert wall["met"] is True and cpu["baseline_label"] == "the old way"
