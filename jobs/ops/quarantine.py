@@ -160,13 +160,12 @@ def _since(doc: dict[str, Any]) -> str:
 
 def cmd_quarantine(config: RunoffConfig, args: argparse.Namespace) -> int:
     if args.action == "replay":
-        from jobs.ops.replay import Choice, run_replay
-
         if args.json:
             raise ConfigError(
                 "`runoff quarantine replay` has no --json output: it prints what it published; "
                 "`runoff quarantine list --json` shows what quarantine holds"
             )
+        from jobs.ops.replay import Choice, run_replay
 
         choice = Choice(reason=args.reason, file=args.file, since=args.since)
         record = run_replay(None, config, args.dataset, choice)
