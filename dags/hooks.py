@@ -15,12 +15,14 @@ expectation, or a configuration error, exit 2: no retry).
   a plain `runoff` process in the worker, the same way, and the others are the spark-submit of
   `SparkSubmitOperator` (the provider's `SparkSubmitHook` owns that process). Either way it
   removes the outcome file of an earlier try first and reads it after a failure.
+- `lineage_parent`: the task instance as the OpenLineage parent of the runs its call records.
 
 No Spark import: `jobs.spark` (which imports none at top level) is imported when settings are read.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -34,6 +36,8 @@ from airflow.sdk import BaseHook
 from core.errors import ConfigError
 from dags.outcome import QUALITY_FAILURE, REPO_ROOT, outcome_arg, read_outcome
 from jobs.cli.main import SPARK_FREE_COMMANDS, build_parser
+
+log = logging.getLogger(__name__)
 
 # The Python file spark-submit runs: it calls `jobs.cli.main.main(argv)` and exits with its code.
 SUBMIT_APPLICATION = REPO_ROOT / "jobs" / "cli" / "submit.py"
@@ -97,6 +101,27 @@ def spark_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return spark
 
 
+def lineage_parent(context: Mapping[str, Any]) -> dict[str, str]:
+    """The task as the parent of the runs its call records (`jobs.lineage`): the
+    `OPENLINEAGE_PARENT_ID` and `OPENLINEAGE_ROOT_PARENT_ID` of its task instance, as Airflow's
+    OpenLineage provider names the task and the DAG run in its own events (its
+    `lineage_parent_id` and `lineage_root_parent_id` macros), so that both join in one graph.
+    Empty when they cannot be made: lineage never fails a task."""
+    from airflow.providers.openlineage.plugins.macros import (
+        lineage_parent_id,
+        lineage_root_parent_id,
+    )
+
+    from jobs.lineage import PARENT_ENV, ROOT_PARENT_ENV
+
+    try:
+        ti = context["ti"]
+        return {PARENT_ENV: lineage_parent_id(ti), ROOT_PARENT_ENV: lineage_root_parent_id(ti)}
+    except Exception as exc:  # noqa: BLE001 - the task runs without a lineage parent
+        log.warning("no OpenLineage parent for this task: %s", exc)
+        return {}
+
+
 # -- the hook ------------------------------------------------------------------------------
 def command_of(args: Sequence[str]) -> str | None:
     """The `runoff` command of a task's arguments (`--home H --outcome O <command> ...`), None
@@ -112,9 +137,15 @@ class RunoffCliHook(BaseHook):
     worker's `$RUNOFF_SERVER`), else a plain process for a command that never starts Spark, else
     the spark-submit it is given; its outcome file is removed before and read after a failure."""
 
-    def __init__(self, application_args: Sequence[Any] | None, server: str | None = None) -> None:
+    def __init__(
+        self,
+        application_args: Sequence[Any] | None,
+        server: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__()
         self.args = [str(a) for a in application_args or ()]
+        self.env = dict(env or {})  # added to the worker's environment (`lineage_parent`)
         self.outcome = outcome_arg(self.args)
         self.server = os.environ.get(SERVER_ENV) if server is None else server
         self.command = command_of(self.args)
@@ -172,6 +203,7 @@ class RunoffCliHook(BaseHook):
         itself; its output is logged line by line (the task log)."""
         env = {k: v for k, v in os.environ.items() if k != SERVER_ENV}
         env.update(spark_env())
+        env.update(self.env)
         if server:
             env[SERVER_ENV] = server
         where = f"server {server}" if server else "no Spark: in this worker"

@@ -19,6 +19,7 @@ from dags.hooks import (
     SPARK_CONN_ID,
     SUBMIT_APPLICATION,
     RunoffCliHook,
+    lineage_parent,
     spark_conf,
     spark_env,
     submit_jars,
@@ -55,7 +56,9 @@ class RunoffSubmitOperator(SparkSubmitOperator):
     _cli: RunoffCliHook | None = None
 
     def execute(self, context: Any) -> None:
-        self._cli = RunoffCliHook(self.application_args)
+        parent = lineage_parent(context)
+        self.env_vars = {**(self.env_vars or {}), **parent}  # the spark-submit's environment
+        self._cli = RunoffCliHook(self.application_args, env=parent)
         self._cli.run(spark_submit=partial(super().execute, context))
 
     def on_kill(self) -> None:

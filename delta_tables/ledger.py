@@ -4,7 +4,9 @@ reset, maintain, rebuild, quarantine replay), failed and interrupted runs includ
 Owns the row (`RunRecord`, `RUNS_SCHEMA`), how a run ends in it (`recorded_run`: success,
 failed with one line, interrupted by a signal), writing (`append_run`: through delta-spark, or
 parked until the next Spark run when the command has no SparkSession, `delta_tables.ops`) and
-reading (`read_runs`). Every command records itself through `recorded_run`.
+reading (`read_runs`). Every command records itself through `recorded_run`, which also tells
+the run's listeners (`listening`: e.g. `jobs.lineage`'s OpenLineage events) when it starts and
+when it has ended.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -102,6 +104,37 @@ class RunRecord:
         return row
 
 
+class RunListener(Protocol):
+    """Told of every run `recorded_run` records: once as it starts, once when it has ended
+    (`record.status` set). A listener must not raise; if it does, the error is logged and the
+    run goes on."""
+
+    def run_started(self, record: RunRecord) -> None: ...
+
+    def run_ended(self, record: RunRecord) -> None: ...
+
+
+_listeners: list[RunListener] = []
+
+
+@contextmanager
+def listening(listener: RunListener) -> Iterator[None]:
+    """`listener` is told of the runs recorded while the block runs."""
+    _listeners.append(listener)
+    try:
+        yield
+    finally:
+        _listeners.remove(listener)
+
+
+def _tell(event: str, record: RunRecord) -> None:
+    for listener in list(_listeners):
+        try:
+            getattr(listener, event)(record)
+        except Exception as exc:  # a listener never fails the run
+            logger.warning("%s of run %s: %s", event, record.run_id, first_line(exc), exc_info=True)
+
+
 def append_run(runs_path: Location, record: RunRecord) -> None:
     """Append one run to the ledger (creating the table on first use)."""
     append_rows(runs_path, pa.Table.from_pylist([record.to_row()], schema=RUNS_SCHEMA), RUN_KEY)
@@ -131,8 +164,10 @@ def recorded_run(
     The rules every command follows: a block that ends normally is `success`, or `failed` when
     it set `record.error`; a SIGTERM or Ctrl-C is `interrupted`; any other error is `failed`
     with `describe(exc)` (its first line by default) as `error`, then re-raised. A failure to
-    write the ledger row of a failed run is logged, never hides the run's own error.
+    write the ledger row of a failed run is logged, never hides the run's own error. The
+    listeners (`listening`) are told of the start, and of the end once the row is written.
     """
+    _tell("run_started", record)
     try:
         yield record
     except BaseException as exc:
@@ -152,8 +187,12 @@ def recorded_run(
                 first_line(ledger_error),
                 exc_info=logger.isEnabledFor(logging.DEBUG),
             )
+        _tell("run_ended", record)
         raise
     # A block that ends normally succeeded, unless it said why not (a run that completed but
     # failed its checks: a critical expectation).
     record.finish("failed" if record.error else "success", record.error)
-    append_run(runs_path, record)
+    try:
+        append_run(runs_path, record)
+    finally:
+        _tell("run_ended", record)

@@ -3,6 +3,7 @@
 Sub-packages by role, each importing only those below it in this list (tests/unit/test_layers.py):
 
 - `cli/`: the command line, the warm driver (`runoff serve`) and its client, spark-submit's entry.
+- `lineage`: OpenLineage events of the runs the ledger records (when OpenLineage is configured).
 - `samples/`: sample landing data for the seed datasets, and `runoff demo`.
 - `report/`: `runoff report`: read (delta-rs), chart (matplotlib), page (Jinja2).
 - `ops/`: operator commands: check, run (bronze >> silver >> validate), validate, status, reset,

@@ -62,6 +62,8 @@ class BatchCheck:
     quarantined: int  # rows sent to quarantine for it (severity quarantine)
     observed: str
     success: bool
+    kind: str = ""  # the GX expectation type (`expect_column_values_to_be_between`); "" for a rule
+    column: str | None = None  # the column it checks, if one
 
     @property
     def critical_failure(self) -> bool:
@@ -172,6 +174,8 @@ class Gate:
                     quarantined=0,
                     observed=describe_observed(outcome, item.exception_info),
                     success=bool(item.success),
+                    kind=config.type,
+                    column=config.kwargs.get("column"),
                 )
             )
         self.checks.extend(checks)
@@ -230,14 +234,22 @@ def rule_checks(
 
 
 def summarize(checks: Sequence[BatchCheck]) -> dict[str, dict[str, Any]]:
-    """Per table and expectation over a run's batches: severity, batches, evaluated, failed,
-    quarantined (the run ledger's `details.expectations`)."""
+    """Per table and expectation over a run's batches: severity, kind, column, batches,
+    evaluated, failed, quarantined (the run ledger's `details.expectations`)."""
     totals: dict[str, dict[str, Any]] = {}
     for c in checks:
         key = f"{c.table}: {c.expectation}"
         entry = totals.setdefault(
             key,
-            {"severity": c.severity, "batches": 0, "evaluated": 0, "failed": 0, "quarantined": 0},
+            {
+                "severity": c.severity,
+                "kind": c.kind,
+                "column": c.column,
+                "batches": 0,
+                "evaluated": 0,
+                "failed": 0,
+                "quarantined": 0,
+            },
         )
         entry["batches"] += 1
         entry["evaluated"] += c.evaluated

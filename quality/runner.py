@@ -68,6 +68,8 @@ class ExpectationOutcome:
     observed: str
     versions: str
     to_version: int
+    kind: str = ""  # the GX expectation type
+    column: str | None = None  # the column it checks, if one
 
     @property
     def critical_failure(self) -> bool:
@@ -319,6 +321,16 @@ def validate_dataset(
             "critical_failures": len(report.critical_failures),
             "warnings": len(report.warnings),
             "tables": {t.table: t.status for t in report.tables},
+            "expectations": {
+                f"{e.table}: {e.expectation}": {
+                    "severity": e.severity,
+                    "kind": e.kind,
+                    "column": e.column,
+                    "success": e.success,
+                    "observed": e.observed,
+                }
+                for e in report.expectations
+            },
             "data_docs": str(report.data_docs_path) if report.data_docs_path else None,
         }
         if not report.passed:
@@ -618,6 +630,8 @@ def _run_suites(
                     observed=describe_observed(dict(item.result or {}), item.exception_info),
                     versions=w.increment.version_range,
                     to_version=w.increment.end_version,
+                    kind=config_.type,
+                    column=config_.kwargs.get("column"),
                 )
             )
     # The gate's suites (row-level, run on each micro-batch before its commit) are saved too, so

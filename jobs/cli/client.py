@@ -29,6 +29,9 @@ from typing import Any, TextIO
 from core.errors import ConfigError
 
 SERVER_ENV = "RUNOFF_SERVER"
+# The variables a request carries, which the command in the server sees in place of the server's:
+# runoff's own and OpenLineage's (where lineage goes, and the Airflow task as parent run).
+BORROWED_PREFIXES = ("RUNOFF_", "OPENLINEAGE_")
 # sockaddr_un holds 108 bytes: longer paths are reached through their folder (see `address`).
 MAX_SOCKET_PATH = 100
 
@@ -91,7 +94,9 @@ def request(argv: Sequence[str], env: Mapping[str, str], stdout: TextIO) -> dict
     return {
         "argv": list(argv),
         "cwd": os.getcwd(),
-        "env": {k: v for k, v in env.items() if k.startswith("RUNOFF_") and k != SERVER_ENV},
+        "env": {
+            k: v for k, v in env.items() if k.startswith(BORROWED_PREFIXES) and k != SERVER_ENV
+        },
         "terminal": stdout.isatty(),
         "columns": int(columns) if columns and columns.isdigit() else None,
     }

@@ -18,6 +18,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -359,6 +360,19 @@ class OneLineErrorParser(argparse.ArgumentParser):
 # Commands that never create the home (`status` and `quarantine` refuse a missing one, `check`
 # needs none).
 READ_ONLY_COMMANDS = frozenset({"status", "check", "quarantine"})
+# The commands that run bronze, silver, backfill, validate or a replay: their runs emit
+# OpenLineage events when it is configured (`jobs.lineage`).
+LINEAGE_COMMANDS = frozenset(
+    {"bronze", "silver", "backfill", "validate", "run", "demo", "quarantine"}
+)
+
+
+def lineage_of(command: str, config: RunoffConfig) -> AbstractContextManager[None]:
+    if command not in LINEAGE_COMMANDS:
+        return nullcontext()
+    from jobs import lineage
+
+    return lineage.emitting(config)
 
 
 def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
@@ -484,7 +498,8 @@ def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
                 f"runoff home {str(config.home)!r} does not exist: check --home or RUNOFF_HOME "
                 "(commands that write, such as `runoff generate` or `runoff bronze`, create it)"
             )
-        code = handler_for(args.command)(config, args)
+        with lineage_of(args.command, config):
+            code = handler_for(args.command)(config, args)
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - one clear line, an exit code
         code, error = _report(exc, args.verbose, library)
         error_type = type(exc).__name__

@@ -4,8 +4,8 @@ Input: requests on a Unix socket (`--socket`, default `<home>/run/runoff.sock`) 
 clients that have `RUNOFF_SERVER` set (`jobs.cli.client`), e.g. Airflow's tasks under `make
 airflow`. Output: each command run in this process, with this process's SparkSession, exactly as
 the CLI runs it locally (`jobs.cli.main.main`), its output relayed to the client as it is printed.
-Commands run one at a time; each borrows the client's `RUNOFF_*` variables, working directory and
-terminal for its run. Design, protocol and limits: docs/server.md.
+Commands run one at a time; each borrows the client's `RUNOFF_*` and `OPENLINEAGE_*` variables,
+working directory and terminal for its run. Design, protocol and limits: docs/server.md.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from core import interrupts
 from core.config import RunoffConfig
 from core.console import console, say
 from core.errors import ConfigError, LockHeldError
-from jobs.cli.client import SERVER_ENV, address, frames, send
+from jobs.cli.client import BORROWED_PREFIXES, SERVER_ENV, address, frames, send
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -252,16 +252,17 @@ class Handler(socketserver.StreamRequestHandler):
 # -- what a command borrows from the process -------------------------------------------------
 @contextmanager
 def client_environment(env: Mapping[str, str]) -> Iterator[None]:
-    """The client's `RUNOFF_*` variables in place of the server's, for one command."""
-    saved = {k: v for k, v in os.environ.items() if k.startswith("RUNOFF_")}
+    """The client's `RUNOFF_*` and `OPENLINEAGE_*` variables in place of the server's, for one
+    command."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith(BORROWED_PREFIXES)}
     for key in saved:
         del os.environ[key]
-    os.environ.update({k: str(v) for k, v in env.items() if k.startswith("RUNOFF_")})
+    os.environ.update({k: str(v) for k, v in env.items() if k.startswith(BORROWED_PREFIXES)})
     os.environ.pop(SERVER_ENV, None)
     try:
         yield
     finally:
-        for key in [k for k in os.environ if k.startswith("RUNOFF_")]:
+        for key in [k for k in os.environ if k.startswith(BORROWED_PREFIXES)]:
             del os.environ[key]
         os.environ.update(saved)
 

@@ -50,6 +50,7 @@ def test_the_check_catches_an_upward_import() -> None:
 # bronze and silver are independent of each other.
 JOBS_LAYERS = (
     "cli",
+    "lineage",
     "samples",
     "report",
     "ops",

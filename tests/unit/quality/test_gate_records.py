@@ -10,6 +10,7 @@ AT = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def check(batch: int, expectation: str, severity: str, evaluated: int, failed: int) -> BatchCheck:
+    rule = severity == "quarantine"
     return BatchCheck(
         table="bronze_orders",
         batch_id=batch,
@@ -20,6 +21,8 @@ def check(batch: int, expectation: str, severity: str, evaluated: int, failed: i
         quarantined=failed if severity == "quarantine" else 0,
         observed=f"{failed} of {evaluated} unexpected",
         success=failed == 0,
+        kind="" if rule else "expect_column_values_to_be_between",
+        column=None if rule else expectation,
     )
 
 
@@ -46,6 +49,8 @@ def test_summarize_adds_up_every_batch_per_table_and_expectation() -> None:
     assert summarize(checks) == {
         "bronze_orders: amount": {
             "severity": "warning",
+            "kind": "expect_column_values_to_be_between",
+            "column": "amount",
             "batches": 3,
             "evaluated": 22,
             "failed": 4,
@@ -53,6 +58,8 @@ def test_summarize_adds_up_every_batch_per_table_and_expectation() -> None:
         },
         "bronze_orders: known_store": {
             "severity": "quarantine",
+            "kind": "",
+            "column": None,
             "batches": 1,
             "evaluated": 6,
             "failed": 2,
