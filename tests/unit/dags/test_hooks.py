@@ -112,3 +112,43 @@ def test_reset_and_validate_run_without_spark(tmp_path: Path) -> None:
     assert main([*home, "reset", "events", "--layer", "all", "--yes"]) == 0
     assert not Path(str(config.bronze_path("events"))).exists()
     assert not (checkpoint / "offsets").exists()
+
+
+def test_a_task_passes_itself_as_the_lineage_parent_of_its_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator gives the task instance's OpenLineage ids (the provider's macros: the ids of
+    the task's and the DAG run's own events) to the call, as a process or a spark-submit."""
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from airflow.providers.openlineage.plugins.adapter import OpenLineageAdapter
+
+    from dags.operators import RunoffSubmitOperator, runoff_submit
+
+    logical = datetime(2024, 5, 1, 9, tzinfo=UTC)
+    run = SimpleNamespace(logical_date=logical, clear_number=0, conf={})
+    ti = SimpleNamespace(
+        dag_id="runoff_events", task_id="bronze", try_number=2, map_index=-1, dag_run=run
+    )
+    ti.get_template_context = lambda: {"dag_run": run}  # type: ignore[attr-defined]
+    task = runoff_submit("bronze", "bronze", "events")
+    calls: list[tuple[dict[str, str], dict[str, str]]] = []
+
+    def run_call(hook: RunoffCliHook, spark_submit: object) -> None:
+        calls.append((dict(hook.env), dict(task.env_vars or {})))
+
+    monkeypatch.setattr(RunoffCliHook, "run", run_call)
+    RunoffSubmitOperator.execute(task, {"ti": ti, "dag_run": run})
+    ((process_env, submit_env),) = calls
+    task_run = OpenLineageAdapter.build_task_instance_run_id(
+        dag_id="runoff_events", task_id="bronze", try_number=2, logical_date=logical, map_index=-1
+    )
+    dag_run = OpenLineageAdapter.build_dag_run_id(
+        dag_id="runoff_events", logical_date=logical, clear_number=0
+    )
+    assert process_env == {
+        "OPENLINEAGE_PARENT_ID": f"default/runoff_events.bronze/{task_run}",
+        "OPENLINEAGE_ROOT_PARENT_ID": f"default/runoff_events/{dag_run}",
+    }
+    assert submit_env.items() >= process_env.items()

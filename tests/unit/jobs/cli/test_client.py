@@ -53,12 +53,19 @@ def fake(tmp_path: Path) -> Iterator[FakeServer]:
 def test_the_client_relays_output_and_exit_code(fake: FakeServer, tmp_path: Path) -> None:
     fake.answer = [{"out": "line 1\n"}, {"err": "warning\n"}, {"out": "line 2\n"}, {"exit": 3}]
     out, err = io.StringIO(), io.StringIO()
-    env = {"RUNOFF_HOME": "/h", "RUNOFF_SERVER": "x", "RUNOFF_DATASETS": "/d", "HOME": "/root"}
+    lineage = {"OPENLINEAGE_URL": "http://127.0.0.1:5000", "OPENLINEAGE_PARENT_ID": "ns/j/r"}
+    env = {
+        "RUNOFF_HOME": "/h",
+        "RUNOFF_SERVER": "x",
+        "RUNOFF_DATASETS": "/d",
+        "HOME": "/root",
+        **lineage,
+    }
     code = client.run_remote(tmp_path / "s.sock", ["bronze", "events"], env, out, err)
     assert (code, out.getvalue(), err.getvalue()) == (3, "line 1\nline 2\n", "warning\n")
     [request] = fake.requests
-    # Only runoff's own variables travel, and never the server's address itself.
-    assert request["env"] == {"RUNOFF_HOME": "/h", "RUNOFF_DATASETS": "/d"}
+    # Only runoff's and OpenLineage's variables travel, never the server's address itself.
+    assert request["env"] == {"RUNOFF_HOME": "/h", "RUNOFF_DATASETS": "/d", **lineage}
     assert request["argv"] == ["bronze", "events"]
     assert request["terminal"] is False
 
