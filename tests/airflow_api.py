@@ -50,6 +50,7 @@ class Airflow:
     token: str
     log: Path
     receiver: Receiver | None = None  # the failure notifications' endpoint, when there is one
+    lineage: Receiver | None = None  # the OpenLineage endpoint (OPENLINEAGE_URL), when there is one
     # The environment of a shell that runs `airflow` commands; None: only AIRFLOW_HOME (with
     # PATH and HOME), what README shows for `make airflow` (its settings are in airflow.cfg).
     shell_env: Mapping[str, str] | None = None

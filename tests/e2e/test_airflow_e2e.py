@@ -8,11 +8,13 @@ against tests/expected.py, lists the run with the plain `airflow` CLI from a she
 `AIRFLOW_HOME` (what the README shows: `make airflow` wrote its settings into airflow.cfg), and
 screenshots the DAG's grid page in headless Chromium through the DevTools protocol (the JWT goes
 in the `_token` cookie the UI uses). The good run's asset events come from `publish` only, with
-validate's figures as `extra`. Last, a landing file with an action outside {Open, Close} fails
-bronze's critical expectation: the run fails without a retry, emits no asset event, leaves the
-tables as they were, and the failure notifier POSTs one message to a fake HTTP receiver on
-loopback (connection `runoff_notify`, given to Airflow as `AIRFLOW_CONN_RUNOFF_NOTIFY`). Every
-process it starts is stopped by process group in a `finally`.
+validate's figures as `extra`. Airflow's OpenLineage provider and runoff send their events to one
+OpenLineage receiver on loopback (`OPENLINEAGE_URL`): each runoff run of a step names that
+step's task run as its parent and the DAG run as its root. Last, a landing file with an action
+outside {Open, Close} fails bronze's critical expectation: the run fails without a retry, emits
+no asset event, leaves the tables as they were, and the failure notifier POSTs one message to a
+fake HTTP receiver on loopback (connection `runoff_notify`, given to Airflow as
+`AIRFLOW_CONN_RUNOFF_NOTIFY`). Every process it starts is stopped by process group in a `finally`.
 
 The scheduler creates no scheduled runs (`use_job_schedule=False`). Every task runs in `make
 airflow`'s `runoff serve` server. `RUNOFF_DATASETS` names a user's spec folder (the `orders`
@@ -55,6 +57,7 @@ from tests.airflow_api import (
     wait_for_dags,
 )
 from tests.browser import DevTools, assert_not_blank, devtools_page
+from tests.lineage_receiver import LineageReceiver, problems
 from tests.receiver import Receiver
 from tests.tables import assert_silver_matches_expected, snapshot_tables
 from tests.user_specs import write_orders
@@ -76,6 +79,7 @@ def airflow() -> Iterator[Airflow]:
     write_orders(specs)
     port = standalone.free_port()
     receiver = Receiver()  # the failure notifications' endpoint
+    lineage = LineageReceiver()  # Airflow's OpenLineage events and runoff's
     base = clean_environment()
     base.update(
         {
@@ -88,6 +92,7 @@ def airflow() -> Iterator[Airflow]:
             "AIRFLOW_CONN_RUNOFF_NOTIFY": json.dumps(
                 {"conn_type": "http", "host": "127.0.0.1", "port": receiver.port}
             ),
+            "OPENLINEAGE_URL": lineage.url,
         }
     )
     env = standalone.airflow_env(home, port, base=base)
@@ -119,12 +124,14 @@ def airflow() -> Iterator[Airflow]:
             token=standalone.api_token(url, password),
             log=log,
             receiver=receiver,
+            lineage=lineage,
             pid=process.pid,
         )
         yield af
     finally:
         _stop_airflow(process, Path(env["AIRFLOW_HOME"]))
         receiver.stop()
+        lineage.stop()
     if af.passed:
         shutil.rmtree(root, ignore_errors=True)
     else:
@@ -194,6 +201,7 @@ def test_airflow_runs_and_shows_runoff_events(airflow: Airflow, tmp_path: Path) 
     assert_silver_matches_expected(config, "events")
     after_run = snapshot_tables(config, "events")
     assert_published(af, run["dag_run_id"], config)
+    assert_lineage_joins_the_dag(af)
 
     # -- every listening socket of this Airflow is on loopback --------------------------------
     # The api-server, and no log server (`airflow serve-logs` listens on every interface); the
@@ -252,6 +260,35 @@ def test_airflow_runs_and_shows_runoff_events(airflow: Airflow, tmp_path: Path) 
     time.sleep(3)
     assert len(receiver.received) == 1, receiver.received
     af.passed = True
+
+
+def assert_lineage_joins_the_dag(af: Airflow) -> None:
+    """Airflow's OpenLineage provider sends the DAG run's and each task's events; each runoff run
+    of a step (bronze, silver, validate: valid against the specification) names that step's task
+    run as its parent and the DAG run as its root, so both are one graph."""
+    assert isinstance(af.lineage, LineageReceiver)
+    events = af.lineage.events()
+    airflow_runs = {
+        e["job"]["name"]: e["run"]["runId"]
+        for e in events
+        if e["job"]["name"].startswith(f"{DAG_ID}") and e["eventType"] == "COMPLETE"
+    }
+    runoff = [e for e in events if e["job"]["name"].startswith("runoff.events.")]
+    assert [(e["job"]["name"], e["eventType"]) for e in runoff] == [
+        (f"runoff.events.{step}", state)
+        for step in ("bronze", "silver", "validate")
+        for state in ("START", "COMPLETE")
+    ], [(e["job"]["name"], e["eventType"]) for e in events]
+    assert [problems(e) for e in runoff] == [[]] * len(runoff)
+    for event in runoff:
+        step = event["job"]["name"].rsplit(".", 1)[1]
+        parent = event["run"]["facets"]["parent"]
+        assert (parent["job"]["name"], parent["run"]["runId"]) == (
+            f"{DAG_ID}.{step}",
+            airflow_runs[f"{DAG_ID}.{step}"],
+        ), (sorted(airflow_runs), parent)
+        root = parent["root"]
+        assert (root["job"]["name"], root["run"]["runId"]) == (DAG_ID, airflow_runs[DAG_ID])
 
 
 def assert_published(af: Airflow, run_id: str, config: RunoffConfig) -> None:
