@@ -59,6 +59,7 @@ run fails at once naming the backfill, and Airflow retries it); one ledger row, 
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -99,7 +100,7 @@ from jobs.backfill.interval import (
 from jobs.checkpoints.files import ingested_files, last_committed
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from delta_tables.catalog import DatasetTables, Table
     from jobs.streaming.dataset import Dataset, SilverAggregate
@@ -114,7 +115,8 @@ TRIGGER = "batch"
 def read_interval_lines(
     spark: SparkSession, folders: Folders, files: Sequence[IntervalFile]
 ) -> DataFrame:
-    """The lines of `files` as `jobs.bronze.parse.RAW_SCHEMA`, `_source_file` = the landing URI.
+    """The lines of `files` as `jobs.bronze.parse.RAW_SCHEMA`, `_source_file` = the landing URI
+    (lines too long for the reader are left out: `with_long_lines` finds them).
 
     Spark gives an archived file the URI of its archive path, which is the archive root followed
     by the landing path: dropping the archive root's segments gives exactly the URI the stream
@@ -122,12 +124,14 @@ def read_interval_lines(
     """
     from pyspark.sql import functions as F
 
+    from jobs.bronze.long_lines import READER_OPTIONS, lines_read
     from jobs.bronze.parse import RAW_SCHEMA
 
     def lines(paths: list[str]) -> DataFrame:
-        return (
+        return lines_read(
             spark.read.format("text")
             .option("lineSep", "\n")
+            .options(**READER_OPTIONS)
             .load(paths)
             .select(
                 F.col("value"),
@@ -142,12 +146,48 @@ def read_interval_lines(
         frame = frame.unionByName(lines(in_landing))
     archived = [str(f.location) for f in files if f.archived]
     if archived:
-        landing_root = folders.landing.absolute()
-        # archive_dir = <archive root><absolute landing dir>: the root's segments come first.
-        segments = len(folders.archive.parts) - len(landing_root.parts)
-        as_landing = F.regexp_replace("_source_file", strip_segments_pattern(segments), "$1")
-        frame = frame.unionByName(lines(archived).withColumn("_source_file", as_landing))
+        landing_uri = as_landing_uri(F.col("_source_file"), folders)
+        frame = frame.unionByName(lines(archived).withColumn("_source_file", landing_uri))
     return frame
+
+
+def archive_segments(folders: Folders) -> int:
+    """How many path segments the archive root adds before a landing path (archive_dir =
+    <archive root><absolute landing dir>)."""
+    return len(folders.archive.parts) - len(folders.landing.absolute().parts)
+
+
+def as_landing_uri(uri: Column, folders: Folders) -> Column:
+    """An archived file's URI as the URI of its landing path."""
+    from pyspark.sql import functions as F
+
+    return F.regexp_replace(uri, strip_segments_pattern(archive_segments(folders)), "$1")
+
+
+def interval_lines(
+    spark: SparkSession, dataset: Dataset, folders: Folders, files: Sequence[IntervalFile]
+) -> tuple[DataFrame, dict[str, list[int]]]:
+    """The parsed lines of `files` (persisted: the caller unpersists), lines too long for the
+    reader included (`jobs.bronze.long_lines`), and those lines' numbers per file."""
+    from jobs.bronze.long_lines import with_long_lines
+    from jobs.bronze.parse import count_lines, parse_lines
+
+    raw = read_interval_lines(spark, folders, files)
+    parsed = parse_lines(raw, dataset).persist()
+    pattern = strip_segments_pattern(archive_segments(folders))
+    uris = {f: str(f.location) if "://" in str(f.location) else f"file:{f.location}" for f in files}
+    named = {re.sub(pattern, r"\1", uris[f]) if f.archived else uris[f]: f for f in files}
+    raw, skipped = with_long_lines(
+        spark,
+        raw,
+        {name: f.location.stat().st_size for name, f in named.items()},
+        count_lines(parsed).bytes,
+        read_from={name: f.location for name, f in named.items()},
+    )
+    if skipped:
+        parsed.unpersist()
+        parsed = parse_lines(raw, dataset).persist()
+    return parsed, skipped
 
 
 def archive_pending(
@@ -348,7 +388,7 @@ def _backfill(
     neither checked nor written (nothing of it is published anew)."""
     from pyspark.sql import functions as F
 
-    from jobs.bronze.parse import good_rows, parse_lines, quarantine_rows
+    from jobs.bronze.parse import good_rows, quarantine_rows
 
     name, record = dataset.name, result.record
     folders = Folders.of(config, name)
@@ -380,12 +420,13 @@ def _backfill(
         return
     ingested_at = datetime.now(UTC)
     batch_id = max(last_committed(checkpoint) or 0, 0)
-    raw = read_interval_lines(spark, folders, files)
-    parsed = parse_lines(raw, dataset).persist()
+    parsed, skipped = interval_lines(spark, dataset, folders, files)
     fresh = good_rows(parsed, dataset, batch_id, ingested_at).persist()
     # The malformed lines that belong to the interval (see `with_event_key`).
     bad = (
-        with_event_key(quarantine_rows(parsed, batch_id, ingested_at), dataset, folders.landing)
+        with_event_key(
+            quarantine_rows(parsed, batch_id, ingested_at, skipped), dataset, folders.landing
+        )
         .where(in_interval_times(F.col(EVENT_KEY), interval))
         .drop(EVENT_KEY)
         .persist()

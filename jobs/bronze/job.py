@@ -66,6 +66,7 @@ from core.specs import SEED_DIR
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.ledger import RunRecord, recorded_run
 from delta_tables.writes import already_committed, append, table_version
+from jobs.bronze.long_lines import READER_OPTIONS, lines_read, with_long_lines
 from jobs.bronze.parse import (
     LineCounts,
     count_lines,
@@ -184,6 +185,7 @@ def read_landing(
         # Recursive lookup also turns off partition discovery of `date=...` folders.
         .option("recursiveFileLookup", "true")
         .option("lineSep", "\n")
+        .options(**READER_OPTIONS)  # a line too long to be a row is skipped, then found
         # Never too old to ingest (see the module docstring).
         .option("maxFileAge", "36500d")
     )
@@ -195,10 +197,12 @@ def read_landing(
         reader = reader.option("cleanSource", "archive").option(
             "sourceArchiveDir", str(config.archive_root / LAYER)
         )
-    return reader.load(str(landing)).select(
-        F.col("value"),
-        F.col("_metadata.file_path").alias("_source_file"),
-        F.col("_metadata.file_block_start").alias("_block_start"),
+    return lines_read(
+        reader.load(str(landing)).select(
+            F.col("value"),
+            F.col("_metadata.file_path").alias("_source_file"),
+            F.col("_metadata.file_block_start").alias("_block_start"),
+        )
     )
 
 
@@ -305,17 +309,24 @@ class BronzeBatch:
             )
             return
         ingested_at = datetime.now(UTC)
+        rules = [rule.name for rule in self.dataset.rules]
         parsed = parse_lines(batch, self.dataset).persist()
         try:
-            counts = count_lines(parsed, [rule.name for rule in self.dataset.rules])
+            counts = count_lines(parsed, rules)
             states = batch_states(listed)
+            sizes = {p: st.size for p, st in states.items() if st and st.size is not None}
+            batch, skipped = with_long_lines(batch.sparkSession, batch, sizes, counts.bytes)
+            if skipped:  # lines the reader skipped: parsed again with them (quarantined)
+                parsed.unpersist()
+                parsed = parse_lines(batch, self.dataset).persist()
+                counts = count_lines(parsed, rules)
             vanished = vanished_files(states, parsed)
             self._record(states)
             logger.debug("batch %s: parsed and counted in %.2f s", batch_id, elapsed(started))
             current.update(rows=counts.rows_in, stage="checking")
             extra = self._extra_columns(parsed, counts) if counts.good and not bronze_done else []
             good = good_rows(parsed, self.dataset, batch_id, ingested_at, extra)
-            bad = quarantine_rows(parsed, batch_id, ingested_at)
+            bad = quarantine_rows(parsed, batch_id, ingested_at, skipped)
             # The gate: both tables' rows are checked before anything of the batch is written.
             gate, quarantine_gate = self.gates
             if not bronze_done:

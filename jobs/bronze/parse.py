@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -104,6 +104,10 @@ RAW_SCHEMA = StructType(
         StructField("_block_start", LongType(), True),
     ]
 )
+# The bytes of its file a line stands for: its own and its `\n` (jobs.bronze.long_lines).
+SOURCE_BYTES = "_bytes"
+# A line's number when it is known without counting (a long line jobs.bronze.long_lines found).
+KNOWN_LINE = "_known_line"
 # Helper columns `parse_lines` adds next to the record's own columns.
 PARSED_COLUMNS = (
     "event_time",
@@ -114,6 +118,8 @@ PARSED_COLUMNS = (
     "_blank",
     "_block_start",
     "_row_id",
+    SOURCE_BYTES,
+    KNOWN_LINE,
 )
 _CORRUPT = "_corrupt_record"
 WHITESPACE = " \t\r\n\f\v"  # what `bytes.strip()` removes: a line of only these is blank
@@ -199,6 +205,7 @@ def _parse_lines(raw: DataFrame, dataset: Dataset) -> DataFrame:
     if reserved:
         raise ConfigError(f"dataset {dataset.name!r} uses reserved column names {sorted(reserved)}")
     block = F.col("_block_start") if "_block_start" in raw.columns else F.lit(0).cast("long")
+    known = F.col(KNOWN_LINE) if KNOWN_LINE in raw.columns else F.lit(None).cast("long")
     line = F.col("value")
     too_long = F.octet_length(line) > MAX_LINE_BYTES
     trimmed = F.trim(line, F.lit(WHITESPACE))
@@ -211,6 +218,8 @@ def _parse_lines(raw: DataFrame, dataset: Dataset) -> DataFrame:
         block.alias("_block_start"),
         # Taken before any shuffle: rows of a split keep the file's line order.
         F.monotonically_increasing_id().alias("_row_id"),
+        (F.octet_length(line) + 1).alias(SOURCE_BYTES),
+        known.alias(KNOWN_LINE),
         (trimmed == "").alias("_blank"),
         F.is_valid_utf8(line).alias("_utf8"),
         trimmed.startswith("{").alias("_opens"),
@@ -399,6 +408,8 @@ def _finish(df: DataFrame, names: list[str], dataset: Dataset, rescued: bool) ->
         blank.alias("_blank"),
         "_block_start",
         "_row_id",
+        SOURCE_BYTES,
+        KNOWN_LINE,
         (F.col(RESCUED) if rescued else F.lit(None).cast("string")).alias(RESCUED),
     )
 
@@ -445,13 +456,20 @@ def _good_rows(
     return conform(mapped, schema, keep)
 
 
-def quarantine_rows(parsed: DataFrame, batch_id: int, ingested_at: datetime) -> DataFrame:
+def quarantine_rows(
+    parsed: DataFrame,
+    batch_id: int,
+    ingested_at: datetime,
+    skipped: Mapping[str, Sequence[int]] | None = None,
+) -> DataFrame:
     """The malformed lines of `parse_lines` output as quarantine rows (`QUARANTINE_SCHEMA`).
 
     `_line_number` counts every line of the file (blank ones too), 1-based; it needs all the
-    lines of the file in `parsed`, as a micro-batch of the file source always has.
+    lines of the file in `parsed`, as a micro-batch of the file source always has, but those of
+    `skipped` (file -> the numbers of its lines the reader skipped, which `parsed` holds as rows
+    with their `_known_line`: jobs.bronze.long_lines).
     """
-    numbered = _with_line_numbers(parsed)
+    numbered = _with_line_numbers(parsed, skipped or {})
     ingested = F.lit(ingested_at)
     bad = numbered.where(~F.col("_blank") & F.col("_error").isNotNull())
     return conform(
@@ -468,10 +486,22 @@ def quarantine_rows(parsed: DataFrame, batch_id: int, ingested_at: datetime) -> 
     )
 
 
-def _with_line_numbers(parsed: DataFrame) -> DataFrame:
-    """`parsed` with `_line_number` (see `quarantine_rows`)."""
-    order = Window.partitionBy("_source_file").orderBy("_block_start", "_row_id")
-    return parsed.withColumn("_line_number", F.row_number().over(order))
+def _with_line_numbers(
+    parsed: DataFrame, skipped: Mapping[str, Sequence[int]] | None = None
+) -> DataFrame:
+    """`parsed` with `_line_number` (see `quarantine_rows`): a line's rank among the lines read
+    of its file, plus the skipped lines before it; a skipped line's own number is known."""
+    known = F.col(KNOWN_LINE)
+    order = Window.partitionBy("_source_file", known.isNull()).orderBy("_block_start", "_row_id")
+    rank = F.row_number().over(order)
+    # The i-th skipped line (from 0) at number s comes after s - 1 - i lines read.
+    before = [
+        F.when((F.col("_source_file") == name) & (rank > number - 1 - i), 1).otherwise(0)
+        for name, numbers in (skipped or {}).items()
+        for i, number in enumerate(sorted(numbers))
+    ]
+    counted = rank + sum(before, F.lit(0)) if before else rank
+    return parsed.withColumn("_line_number", F.coalesce(known, counted))
 
 
 def unrepresentable(
@@ -534,6 +564,7 @@ class LineCounts:
     good: int
     bad: int
     rescued: int = 0  # valid records with fields the schema does not declare
+    bytes: int = 0  # the bytes of their files the lines stand for (SOURCE_BYTES)
     ruled: int = 0
     broken: dict[str, int] = field(default_factory=dict)
     # lines per built-in rule (the parse errors of ERRORS), by its `_error` text
@@ -551,6 +582,7 @@ def count_lines(parsed: DataFrame, rules: Sequence[str] = ()) -> LineCounts:
     broken = F.split(F.substring(error, len(prefix) + 1, 1 << 20), ", ")
     row = parsed.agg(
         F.count(F.when(non_blank, 1)).alias("rows_in"),
+        F.coalesce(F.sum(SOURCE_BYTES), F.lit(0)).alias("bytes"),
         F.count(F.when(bad, 1)).alias("bad"),
         F.count(F.when(rescued, 1)).alias("rescued"),
         F.count(F.when(ruled, 1)).alias("ruled"),
@@ -566,6 +598,7 @@ def count_lines(parsed: DataFrame, rules: Sequence[str] = ()) -> LineCounts:
     rows_in, bad_rows = int(row["rows_in"]), int(row["bad"])
     return LineCounts(
         rows_in=rows_in,
+        bytes=int(row["bytes"]),
         good=rows_in - bad_rows,
         bad=bad_rows,
         rescued=int(row["rescued"]),
