@@ -169,8 +169,10 @@ def interval_lines(
 ) -> tuple[DataFrame, dict[str, list[int]]]:
     """The parsed lines of `files` (persisted: the caller unpersists), lines too long for the
     reader included (`jobs.bronze.long_lines`), and those lines' numbers per file."""
+    from pyspark.sql import functions as F
+
     from jobs.bronze.long_lines import with_long_lines
-    from jobs.bronze.parse import count_lines, parse_lines
+    from jobs.bronze.parse import SOURCE_BYTES, parse_lines
 
     raw = read_interval_lines(spark, folders, files)
     parsed = parse_lines(raw, dataset).persist()
@@ -181,7 +183,7 @@ def interval_lines(
         spark,
         raw,
         {name: f.location.stat().st_size for name, f in named.items()},
-        count_lines(parsed).bytes,
+        int(parsed.agg(F.coalesce(F.sum(SOURCE_BYTES), F.lit(0))).first()[0]),  # type: ignore[index]
         read_from={name: f.location for name, f in named.items()},
     )
     if skipped:

@@ -77,9 +77,10 @@ ERRORS = (
     ERR_RULE,
 )
 # The longest line parsed, in bytes (without its `\n`). A longer line is quarantined unparsed (a
-# record is a few KiB; a line of hundreds of MiB would be one Spark row the executors parse
-# again and again); its `_raw` keeps the first MAX_LINE_BYTES + 1 characters, which are still
-# too long, so that `_raw` parsed again (as a backfill does) is classified as the line was.
+# record is a few KiB; a line of MiBs would be one Spark row the executors parse again and
+# again; one of 16 MiB or more is not even read as a row: jobs.bronze.long_lines); its `_raw`
+# keeps the first MAX_LINE_BYTES + 1 characters, which are still too long, so that `_raw`
+# parsed again (as a backfill does) is classified as the line was.
 MAX_LINE_BYTES = 1 << 20
 # The times every reader of the tables can hold: Python's `datetime` has the years 1-9999, and
 # PySpark turns a timestamp into the driver's local time, so the first and the last day of that
