@@ -9,8 +9,8 @@ interrupted by a signal), sent by the official `openlineage-python` client.
 Configured the standard way: `OPENLINEAGE_URL` (with `OPENLINEAGE_ENDPOINT`, `OPENLINEAGE_API_KEY`),
 `OPENLINEAGE_CONFIG` or an `openlineage.yml` (working directory, `~/.openlineage/`), or
 `OPENLINEAGE__TRANSPORT__*` variables. Nothing is emitted when none is set, or when
-`OPENLINEAGE_DISABLED=true`. A lineage server that cannot be reached costs a warning in the log,
-never the run.
+`OPENLINEAGE_DISABLED=true`. Lineage never fails a run: settings the client refuses, or a
+server it cannot reach, cost one warning line (the client's own retries go to the log file).
 
 What the events say:
 - job: namespace `OPENLINEAGE_NAMESPACE` (default `default`, as Airflow's OpenLineage provider),
@@ -40,7 +40,7 @@ import logging
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,13 +90,19 @@ def emitting(config: RunoffConfig, env: Mapping[str, str] | None = None) -> Iter
         return
     from openlineage.client import OpenLineageClient
 
-    client = OpenLineageClient()
+    try:
+        client = OpenLineageClient()
+    except Exception as exc:  # noqa: BLE001 - a lineage setting at fault never fails a run
+        logger.warning("lineage: not sent, the OpenLineage settings are refused: %s", exc)
+        yield
+        return
     listener = LineageListener(config, client, env)
     try:
         with listening(listener):
             yield
     finally:
-        client.close(timeout=10)
+        with suppress(Exception):
+            client.close(timeout=10)
 
 
 # -- names -------------------------------------------------------------------------------------

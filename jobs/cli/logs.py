@@ -1,7 +1,9 @@
 """Where the CLI's log records go: runoff's own on the terminal, the libraries' in a file.
 
 py4j and PySpark log whole tracebacks when a run is interrupted or a batch fails (through the
-root logger, at ERROR); runoff reports those events itself in one line. Without `--verbose`
+root logger, at ERROR); runoff reports those events itself in one line. The OpenLineage client
+and urllib3 under it log every retry when a lineage server cannot be reached: `jobs.lineage`
+says so in one line per event. Without `--verbose`
 their records go to `<home>/logs/runoff.log` (created when the first one arrives) and the
 terminal shows runoff's own warnings only; `--verbose` shows everything, at DEBUG, on stderr.
 """
@@ -14,12 +16,13 @@ import sys
 from pathlib import Path
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-# Source folders of the libraries whose records stay off the terminal.
-LIBRARIES = tuple(f"{os.sep}{name}{os.sep}" for name in ("py4j", "pyspark"))
+# The libraries whose records stay off the terminal (by logger name, and by source folder).
+LIBRARY_NAMES = ("py4j", "pyspark", "openlineage", "urllib3")
+LIBRARIES = tuple(f"{os.sep}{name}{os.sep}" for name in LIBRARY_NAMES)
 
 
 def from_library(record: logging.LogRecord) -> bool:
-    return record.name.startswith(("py4j", "pyspark")) or any(
+    return record.name.startswith(LIBRARY_NAMES) or any(
         part in record.pathname for part in LIBRARIES
     )
 

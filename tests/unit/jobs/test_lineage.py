@@ -317,3 +317,22 @@ def test_a_lineage_server_that_fails_costs_a_warning_not_the_run(
         "lineage: could not send the COMPLETE event of runoff.orders.validate: "
         "[Errno 111] Connection refused",
     ]
+
+
+def test_settings_the_client_refuses_cost_a_warning_not_the_run(
+    config: RunoffConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = tmp_path / "openlineage.yml"
+    settings.write_text("transport:\n  type: nosuch\n")
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(settings))
+    record = RunRecord(dataset="events", layer="bronze")
+    with lineage.emitting(config), recorded_run(config.runs_path, record):
+        pass
+    assert record.status == "success"
+    warnings = [r.getMessage() for r in caplog.records if r.name == "jobs.lineage"]
+    assert warnings == [
+        "lineage: not sent, the OpenLineage settings are refused: Failed to import nosuch"
+    ]
