@@ -24,7 +24,8 @@ What the events say:
   each with a symlink to its table's name: bronze reads the landing folder and writes bronze and
   quarantine; silver reads bronze and writes each silver table; a backfill reads the landing
   folder and writes all of them; validate reads the tables it validated; a replay reads
-  quarantine and writes bronze and quarantine. The end event adds to each table its schema, its
+  quarantine and writes bronze and quarantine (validate's START names the tables of the layers it
+  checks, its end those it validated). The end event adds to each table its schema, its
   Delta version after the run, the quality checks of the run on it (the gate's per batch,
   validate's) as data quality assertions, the rows bronze and quarantine received, and column
   lineage derived from the spec: each bronze column from its landing field (`rename`, `select`,
@@ -63,6 +64,8 @@ PARENT_ENV = "OPENLINEAGE_PARENT_ID"
 ROOT_PARENT_ENV = "OPENLINEAGE_ROOT_PARENT_ID"
 # The commands whose runs move data (the others, reset and maintain, emit nothing).
 COMMANDS = ("bronze", "silver", "backfill", "validate", "replay")
+# The validate layer (`--layer`) of each kind of table.
+LAYER_OF = {"bronze": "bronze", "quarantine": "bronze", "silver": "silver"}
 # The end states of a ledger run, as OpenLineage event types.
 END_STATES = {"success": "COMPLETE", "failed": "FAIL", "interrupted": "ABORT"}
 # Where openlineage-python looks for its file when OPENLINEAGE_CONFIG is not set.
@@ -313,9 +316,12 @@ class LineageListener:
             return [landing], [bronze, quarantine, *(node(t) for t in silver)]
         if record.layer == "replay":
             return [quarantine], [bronze, quarantine]
-        validated = record.details.get("tables") or {}
-        checked = [t for t in tables if validated.get(t.name) == "validated"]
-        return [node(t) for t in checked], []
+        # validate: the tables it validated; at its start, those of the layers it checks
+        if "tables" in record.details:
+            validated = record.details["tables"]
+            return [node(t) for t in tables if validated.get(t.name) == "validated"], []
+        layers = record.details.get("layers") or ()
+        return [node(t) for t in tables if LAYER_OF[t.layer] in layers], []
 
     def event(self, record: RunRecord, event_type: str) -> RunEvent:
         from openlineage.client.event_v2 import Job, Run, RunEvent, RunState

@@ -311,6 +311,7 @@ def validate_dataset(
     Catalog.load(config).spec(dataset)  # unknown or refused: the error, before any work
     chosen = _layers(layers)
     record = RunRecord(dataset=dataset, layer="validate", trigger="full" if full else "incremental")
+    record.details["layers"] = list(chosen)  # known from the start (its listeners' START)
     with recorded_run(config.runs_path, record, describe=_error_line):
         with project_lock(config.quality_dir):
             report = _validate(config, dataset, chosen, full, record, now or utc_now())

@@ -336,3 +336,33 @@ def test_settings_the_client_refuses_cost_a_warning_not_the_run(
     assert warnings == [
         "lineage: not sent, the OpenLineage settings are refused: Failed to import nosuch"
     ]
+
+
+def test_validate_starts_with_its_layers_tables_and_ends_with_those_it_validated(
+    orders: RunoffConfig,
+) -> None:
+    watcher, kept = listener(orders)
+    record = RunRecord(dataset="orders", layer="validate", trigger="incremental")
+    record.details["layers"] = ["bronze"]
+    watcher.run_started(record)
+    record.details = {
+        "layers": ["bronze", "silver"],
+        "tables": {
+            "bronze_orders": "validated",
+            "quarantine_orders": "no new data",
+            "orders_store_hourly": "validated",
+            "orders_store_sliding": "skipped",
+        },
+    }
+    watcher.run_ended(finished(record, "success"))
+    start, end = kept.events
+    delta = orders.home / "delta"
+    assert [d["name"] for d in start["inputs"]] == [
+        str(delta / "bronze" / "orders"),
+        str(delta / "quarantine" / "orders"),
+    ]
+    assert [d["name"] for d in end["inputs"]] == [
+        str(delta / "bronze" / "orders"),
+        str(delta / "silver" / "orders_store_hourly"),
+    ]
+    assert start["outputs"] == end["outputs"] == []
