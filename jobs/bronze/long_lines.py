@@ -16,16 +16,21 @@ Skipped silently by Hadoop; found here:
   line number (`_known_line`). Parsing quarantines it as `line too long`, as any line over
   `jobs.bronze.parse.MAX_LINE_BYTES`, with the same start kept in `_raw`; the other lines of its
   file keep their own line numbers (`jobs.bronze.parse.quarantine_rows`).
+
+A compressed file (`.gz`, `.bz2`, ...: `jobs.bronze.parse.COMPRESSED`) is left out of the
+accounting: its size says nothing of its lines' bytes, so a line of HUGE_LINE_BYTES or more in
+it is skipped without being found (read in bounded memory all the same).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.config import Location, as_location
-from jobs.bronze.parse import KNOWN_LINE, MAX_LINE_BYTES, RAW_SCHEMA
+from jobs.bronze.parse import COMPRESSED, KNOWN_LINE, MAX_LINE_BYTES, RAW_SCHEMA
 from jobs.checkpoints.files import spark_path
 
 if TYPE_CHECKING:
@@ -83,6 +88,7 @@ def with_long_lines(
     """
     from pyspark.sql import functions as F
 
+    sizes = {path: size for path, size in sizes.items() if not re.search(COMPRESSED, path)}
     line_bytes = F.sum(F.octet_length("value") + 1)
     if not lost_bytes(counted, list(sizes.values())):
         return raw, {}

@@ -107,6 +107,8 @@ RAW_SCHEMA = StructType(
 )
 # The bytes of its file a line stands for: its own and its `\n` (jobs.bronze.long_lines).
 SOURCE_BYTES = "_bytes"
+# Files Spark's text reader decompresses (Hadoop's codecs, by extension).
+COMPRESSED = r"(?i)\.(gz|bz2|deflate|lz4|snappy|zst)$"
 # A line's number when it is known without counting (a long line jobs.bronze.long_lines found).
 KNOWN_LINE = "_known_line"
 # Helper columns `parse_lines` adds next to the record's own columns.
@@ -219,7 +221,10 @@ def _parse_lines(raw: DataFrame, dataset: Dataset) -> DataFrame:
         block.alias("_block_start"),
         # Taken before any shuffle: rows of a split keep the file's line order.
         F.monotonically_increasing_id().alias("_row_id"),
-        (F.octet_length(line) + 1).alias(SOURCE_BYTES),
+        # (none for a compressed file: its size is not its lines' bytes)
+        F.when(~F.col("_source_file").rlike(COMPRESSED), F.octet_length(line) + 1)
+        .otherwise(0)
+        .alias(SOURCE_BYTES),
         known.alias(KNOWN_LINE),
         (trimmed == "").alias("_blank"),
         F.is_valid_utf8(line).alias("_utf8"),
