@@ -121,6 +121,8 @@ def test_a_critical_bronze_expectation_holds_the_batch_back_until_the_spec_chang
     details = last_run(orders_config, "bronze")["details"]
     assert details["expectations"][f"bronze_orders: {AMOUNT}"] == {
         "severity": "warning",
+        "kind": "expect_column_values_to_be_between",
+        "column": "amount",
         "batches": 1,
         "evaluated": 10,
         "failed": 1,
