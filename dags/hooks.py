@@ -106,15 +106,18 @@ def lineage_parent(context: Mapping[str, Any]) -> dict[str, str]:
     `OPENLINEAGE_PARENT_ID` and `OPENLINEAGE_ROOT_PARENT_ID` of its task instance, as Airflow's
     OpenLineage provider names the task and the DAG run in its own events (its
     `lineage_parent_id` and `lineage_root_parent_id` macros), so that both join in one graph.
-    Empty when they cannot be made: lineage never fails a task."""
-    from airflow.providers.openlineage.plugins.macros import (
-        lineage_parent_id,
-        lineage_root_parent_id,
-    )
+    Empty when the call sends no lineage (OpenLineage is not configured in the worker's
+    environment), or when they cannot be made: lineage never fails a task."""
+    from jobs.lineage import PARENT_ENV, ROOT_PARENT_ENV, configured
 
-    from jobs.lineage import PARENT_ENV, ROOT_PARENT_ENV
-
+    if not configured(os.environ):
+        return {}
     try:
+        from airflow.providers.openlineage.plugins.macros import (
+            lineage_parent_id,
+            lineage_root_parent_id,
+        )
+
         ti = context["ti"]
         return {PARENT_ENV: lineage_parent_id(ti), ROOT_PARENT_ENV: lineage_root_parent_id(ti)}
     except Exception as exc:  # noqa: BLE001 - the task runs without a lineage parent

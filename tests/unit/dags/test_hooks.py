@@ -117,8 +117,9 @@ def test_reset_and_validate_run_without_spark(tmp_path: Path) -> None:
 def test_a_task_passes_itself_as_the_lineage_parent_of_its_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The operator gives the task instance's OpenLineage ids (the provider's macros: the ids of
-    the task's and the DAG run's own events) to the call, as a process or a spark-submit."""
+    """With OpenLineage configured, the operator gives the task instance's OpenLineage ids (the
+    provider's macros: the ids of the task's and the DAG run's own events) to the call, as a
+    process or a spark-submit; without it, nothing (and no import of the provider)."""
     from datetime import UTC, datetime
     from types import SimpleNamespace
 
@@ -139,8 +140,13 @@ def test_a_task_passes_itself_as_the_lineage_parent_of_its_call(
         calls.append((dict(hook.env), dict(task.env_vars or {})))
 
     monkeypatch.setattr(RunoffCliHook, "run", run_call)
+    monkeypatch.chdir(tmp_path)  # no openlineage.yml here
+    monkeypatch.delenv("OPENLINEAGE_URL", raising=False)
+    RunoffSubmitOperator.execute(task, {"ti": ti, "dag_run": run})  # lineage not configured
+    monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:5000")
     RunoffSubmitOperator.execute(task, {"ti": ti, "dag_run": run})
-    ((process_env, submit_env),) = calls
+    (unconfigured, _), (process_env, submit_env) = calls
+    assert unconfigured == {}
     task_run = OpenLineageAdapter.build_task_instance_run_id(
         dag_id="runoff_events", task_id="bronze", try_number=2, logical_date=logical, map_index=-1
     )
