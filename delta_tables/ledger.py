@@ -132,7 +132,13 @@ def _tell(event: str, record: RunRecord) -> None:
         try:
             getattr(listener, event)(record)
         except Exception as exc:  # a listener never fails the run
-            logger.warning("%s of run %s: %s", event, record.run_id, first_line(exc), exc_info=True)
+            logger.warning(
+                "%s of run %s: %s",
+                event,
+                record.run_id,
+                first_line(exc),
+                exc_info=logger.isEnabledFor(logging.DEBUG),
+            )
 
 
 def append_run(runs_path: Location, record: RunRecord) -> None:
