@@ -46,15 +46,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.config import Location, RunoffConfig
-from core.specs import DatasetSpec, SilverSpec
-from delta_tables.ledger import RunRecord, listening
-
 if TYPE_CHECKING:
     from openlineage.client import OpenLineageClient
     from openlineage.client.event_v2 import InputDataset, OutputDataset, RunEvent
 
+    from core.config import Location, RunoffConfig
+    from core.specs import DatasetSpec, SilverSpec
     from delta_tables.catalog import Catalog, Table
+    from delta_tables.ledger import RunRecord
 
 logger = logging.getLogger(__name__)
 
@@ -86,26 +85,20 @@ def configured(env: Mapping[str, str], cwd: Path | None = None) -> bool:
 
 @contextmanager
 def emitting(config: RunoffConfig, env: Mapping[str, str] | None = None) -> Iterator[None]:
-    """Runs recorded in the block emit their lineage, when OpenLineage is configured."""
+    """Runs recorded in the block emit their lineage, when OpenLineage is configured (the
+    client is made at the first event: a command that records no run pays nothing)."""
     env = os.environ if env is None else env
     if not configured(env):
         yield
         return
-    from openlineage.client import OpenLineageClient
+    from delta_tables.ledger import listening
 
-    try:
-        client = OpenLineageClient()
-    except Exception as exc:  # noqa: BLE001 - a lineage setting at fault never fails a run
-        logger.warning("lineage: not sent, the OpenLineage settings are refused: %s", exc)
-        yield
-        return
-    listener = LineageListener(config, client, env)
+    listener = LineageListener(config, None, env)
     try:
         with listening(listener):
             yield
     finally:
-        with suppress(Exception):
-            client.close(timeout=10)
+        listener.close()
 
 
 # -- names -------------------------------------------------------------------------------------
@@ -263,9 +256,10 @@ class LineageListener:
     """A `delta_tables.ledger.RunListener` that emits each run's events through `client`."""
 
     def __init__(
-        self, config: RunoffConfig, client: OpenLineageClient, env: Mapping[str, str]
+        self, config: RunoffConfig, client: OpenLineageClient | None, env: Mapping[str, str]
     ) -> None:
-        self.config, self.client = config, client
+        self.config, self._client = config, client
+        self._refused = False
         self.namespace = env.get(NAMESPACE_ENV) or "default"
         self.parent = RunReference.parse(env.get(PARENT_ENV, ""))
         self.root = RunReference.parse(env.get(ROOT_PARENT_ENV, ""))
@@ -279,17 +273,36 @@ class LineageListener:
             self._catalog = Catalog.load(self.config)
         return self._catalog
 
+    @property
+    def client(self) -> OpenLineageClient | None:
+        """The client, made at the first event (its import takes most of a second); None when
+        it refuses the settings (said once: lineage never fails a run)."""
+        if self._client is None and not self._refused:
+            from openlineage.client import OpenLineageClient
+
+            try:
+                self._client = OpenLineageClient()
+            except Exception as exc:  # noqa: BLE001 - a lineage setting at fault
+                self._refused = True
+                logger.warning("lineage: not sent, the OpenLineage settings are refused: %s", exc)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            with suppress(Exception):
+                self._client.close(timeout=10)
+
     def run_started(self, record: RunRecord) -> None:
-        if record.layer in COMMANDS:
-            self._emit(self.event(record, "START"))
+        if record.layer in COMMANDS and self.client is not None:
+            self._emit(self.client, self.event(record, "START"))
 
     def run_ended(self, record: RunRecord) -> None:
-        if record.layer in COMMANDS:
-            self._emit(self.event(record, END_STATES.get(record.status, "OTHER")))
+        if record.layer in COMMANDS and self.client is not None:
+            self._emit(self.client, self.event(record, END_STATES.get(record.status, "OTHER")))
 
-    def _emit(self, event: RunEvent) -> None:
+    def _emit(self, client: OpenLineageClient, event: RunEvent) -> None:
         try:
-            self.client.emit(event)
+            client.emit(event)
         except Exception as exc:  # noqa: BLE001 - lineage never fails a run
             logger.warning(
                 "lineage: could not send the %s event of %s: %s",

@@ -18,7 +18,6 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -26,6 +25,7 @@ from typing import Any, NoReturn
 from core import interrupts
 from core.config import RunoffConfig
 from core.errors import ConfigError, RunoffError
+from jobs import lineage
 from jobs.cli import logs
 
 Handler = Callable[[RunoffConfig, argparse.Namespace], int]
@@ -360,19 +360,6 @@ class OneLineErrorParser(argparse.ArgumentParser):
 # Commands that never create the home (`status` and `quarantine` refuse a missing one, `check`
 # needs none).
 READ_ONLY_COMMANDS = frozenset({"status", "check", "quarantine"})
-# The commands that run bronze, silver, backfill, validate or a replay: their runs emit
-# OpenLineage events when it is configured (`jobs.lineage`).
-LINEAGE_COMMANDS = frozenset(
-    {"bronze", "silver", "backfill", "validate", "run", "demo", "quarantine"}
-)
-
-
-def lineage_of(command: str, config: RunoffConfig) -> AbstractContextManager[None]:
-    if command not in LINEAGE_COMMANDS:
-        return nullcontext()
-    from jobs import lineage
-
-    return lineage.emitting(config)
 
 
 def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
@@ -498,7 +485,7 @@ def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
                 f"runoff home {str(config.home)!r} does not exist: check --home or RUNOFF_HOME "
                 "(commands that write, such as `runoff generate` or `runoff bronze`, create it)"
             )
-        with lineage_of(args.command, config):
+        with lineage.emitting(config):  # the runs it records, when OpenLineage is configured
             code = handler_for(args.command)(config, args)
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - one clear line, an exit code
         code, error = _report(exc, args.verbose, library)

@@ -17,7 +17,7 @@ import pytest
 from openlineage.client.serde import Serde
 
 from core.config import RunoffConfig
-from delta_tables.ledger import RunRecord, recorded_run
+from delta_tables.ledger import RunRecord, listening, recorded_run
 from jobs import lineage
 from jobs.lineage import (
     ColumnSource,
@@ -308,7 +308,7 @@ def test_a_lineage_server_that_fails_costs_a_warning_not_the_run(
 
     watcher = LineageListener(orders, Refusing(), {})  # type: ignore[arg-type]
     record = RunRecord(dataset="orders", layer="validate")
-    with lineage.listening(watcher), recorded_run(orders.runs_path, record):
+    with listening(watcher), recorded_run(orders.runs_path, record):
         pass
     warnings = [r.getMessage() for r in caplog.records if r.name == "jobs.lineage"]
     assert warnings == [
