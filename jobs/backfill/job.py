@@ -182,8 +182,9 @@ def interval_lines(
     raw, skipped = with_long_lines(
         spark,
         raw,
-        {name: f.location.stat().st_size for name, f in named.items()},
+        parsed,
         int(parsed.agg(F.coalesce(F.sum(SOURCE_BYTES), F.lit(0))).first()[0]),  # type: ignore[index]
+        {name: f.location.stat().st_size for name, f in named.items()},
         read_from={name: f.location for name, f in named.items()},
     )
     if skipped:

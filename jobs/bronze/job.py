@@ -315,7 +315,7 @@ class BronzeBatch:
             counts = count_lines(parsed, rules)
             states = batch_states(listed)
             sizes = {p: st.size for p, st in states.items() if st and st.size is not None}
-            batch, skipped = with_long_lines(batch.sparkSession, batch, sizes, counts.bytes)
+            batch, skipped = with_long_lines(batch.sparkSession, batch, parsed, counts.bytes, sizes)
             if skipped:  # lines the reader skipped: parsed again with them (quarantined)
                 parsed.unpersist()
                 parsed = parse_lines(batch, self.dataset).persist()

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.config import Location, as_location
-from jobs.bronze.parse import COMPRESSED, KNOWN_LINE, MAX_LINE_BYTES, RAW_SCHEMA
+from jobs.bronze.parse import COMPRESSED, KNOWN_LINE, MAX_LINE_BYTES, RAW_SCHEMA, SOURCE_BYTES
 from jobs.checkpoints.files import spark_path
 
 if TYPE_CHECKING:
@@ -75,26 +75,27 @@ def lost_bytes(counted: int, sizes: Sequence[int]) -> bool:
 def with_long_lines(
     spark: SparkSession,
     raw: DataFrame,
-    sizes: Mapping[str, int],
+    parsed: DataFrame,
     counted: int,
+    sizes: Mapping[str, int],
     read_from: Mapping[str, Location] | None = None,
 ) -> tuple[DataFrame, dict[str, list[int]]]:
     """`raw` (the lines read of the files of `sizes`: URI as `_source_file` names it -> size)
     with a row for each long line the reader skipped, and the numbers of those lines per file.
 
-    `counted`: the bytes `raw`'s lines stand for (`LineCounts.bytes` of its parsed lines). Only
-    when they fall short of the sizes are the files' lines added up one by one and the files found
-    short scanned, each where `read_from` says (default: at its URI).
+    `parsed`: `raw` parsed (cached), whose lines stand for `counted` bytes in all
+    (`SOURCE_BYTES`: `LineCounts.bytes`). Only when they fall short of the sizes are its lines
+    added up per file and the files found short scanned, each where `read_from` says (default:
+    at its URI).
     """
     from pyspark.sql import functions as F
 
     sizes = {path: size for path, size in sizes.items() if not re.search(COMPRESSED, path)}
-    line_bytes = F.sum(F.octet_length("value") + 1)
     if not lost_bytes(counted, list(sizes.values())):
         return raw, {}
     named = {
         spark_path(row[0]): (row[0], int(row[1]))
-        for row in raw.groupBy("_source_file").agg(line_bytes).collect()
+        for row in parsed.groupBy("_source_file").agg(F.sum(SOURCE_BYTES)).collect()
     }
     found: list[LongLine] = []
     for path, size in sizes.items():
