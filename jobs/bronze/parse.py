@@ -475,7 +475,7 @@ def quarantine_rows(
     `skipped` (file -> the numbers of its lines the reader skipped, which `parsed` holds as rows
     with their `_known_line`: jobs.bronze.long_lines).
     """
-    numbered = _with_line_numbers(parsed, skipped or {})
+    numbered = _with_line_numbers(parsed, skipped)
     ingested = F.lit(ingested_at)
     bad = numbered.where(~F.col("_blank") & F.col("_error").isNotNull())
     return conform(
