@@ -252,6 +252,29 @@ class Node:
     table: Table | None = None  # None: the landing folder
 
 
+def new_client() -> OpenLineageClient:
+    """The client of the environment's settings. It copies `OPENLINEAGE_URL` into
+    `OPENLINEAGE__TRANSPORT__*` variables of the process as it starts, and a later client would
+    read those before a changed `OPENLINEAGE_URL` (the next command of `runoff serve`, or of a
+    program calling the CLI): they are taken back once its transport is made."""
+    from openlineage.client import OpenLineageClient
+
+    before = {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith(OpenLineageClient.DYNAMIC_ENV_VARS_PREFIX)
+    }
+    try:
+        return OpenLineageClient()
+    finally:
+        for key in [
+            k for k in os.environ if k.startswith(OpenLineageClient.DYNAMIC_ENV_VARS_PREFIX)
+        ]:
+            if key not in before:
+                del os.environ[key]
+        os.environ.update(before)
+
+
 class LineageListener:
     """A `delta_tables.ledger.RunListener` that emits each run's events through `client`."""
 
@@ -278,10 +301,8 @@ class LineageListener:
         """The client, made at the first event (its import takes most of a second); None when
         it refuses the settings (said once: lineage never fails a run)."""
         if self._client is None and not self._refused:
-            from openlineage.client import OpenLineageClient
-
             try:
-                self._client = OpenLineageClient()
+                self._client = new_client()
             except Exception as exc:  # noqa: BLE001 - a lineage setting at fault
                 self._refused = True
                 logger.warning("lineage: not sent, the OpenLineage settings are refused: %s", exc)

@@ -18,6 +18,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -485,7 +486,9 @@ def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
                 f"runoff home {str(config.home)!r} does not exist: check --home or RUNOFF_HOME "
                 "(commands that write, such as `runoff generate` or `runoff bronze`, create it)"
             )
-        with lineage.emitting(config):  # the runs it records, when OpenLineage is configured
+        # The runs it records emit lineage, when OpenLineage is configured; not the server's
+        # own: each command it serves runs `main` with its client's environment.
+        with nullcontext() if args.command == "serve" else lineage.emitting(config):
             code = handler_for(args.command)(config, args)
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - one clear line, an exit code
         code, error = _report(exc, args.verbose, library)

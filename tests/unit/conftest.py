@@ -31,3 +31,11 @@ def no_jvm_and_no_child_process(
     monkeypatch.setattr(os, "posix_spawn", _refuse("starts a child process"))
     monkeypatch.setattr(os, "posix_spawnp", _refuse("starts a child process"))
     yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fonts_listed() -> None:
+    """matplotlib lists the machine's fonts with a child process (`fc-list`) the first time it
+    runs on a machine, then reads its cache: listed here, before the tests (the report's
+    charts) and their guard, so that a fresh machine's first unit run passes as every later."""
+    import matplotlib.font_manager  # noqa: F401

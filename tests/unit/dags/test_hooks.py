@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -140,8 +141,10 @@ def test_a_task_passes_itself_as_the_lineage_parent_of_its_call(
         calls.append((dict(hook.env), dict(task.env_vars or {})))
 
     monkeypatch.setattr(RunoffCliHook, "run", run_call)
-    monkeypatch.chdir(tmp_path)  # no openlineage.yml here
-    monkeypatch.delenv("OPENLINEAGE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)  # no openlineage.yml here, nor in ~/.openlineage
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
+        monkeypatch.delenv(key)
     RunoffSubmitOperator.execute(task, {"ti": ti, "dag_run": run})  # lineage not configured
     monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:5000")
     RunoffSubmitOperator.execute(task, {"ti": ti, "dag_run": run})

@@ -29,7 +29,7 @@ from jobs.lineage import (
     record_fields,
     silver_lineage,
 )
-from tests.lineage_receiver import problems
+from tests.lineage_receiver import LineageReceiver, problems
 from tests.user_specs import write_orders
 
 PARENT_RUN = "01931f2e-6a6e-7c4e-9d3e-2b1f5a0c9e11"
@@ -366,3 +366,26 @@ def test_validate_starts_with_its_layers_tables_and_ends_with_those_it_validated
         str(delta / "silver" / "orders_store_hourly"),
     ]
     assert start["outputs"] == end["outputs"] == []
+
+
+def test_each_command_sends_to_the_url_of_its_own_environment(
+    orders: RunoffConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client copies OPENLINEAGE_URL into OPENLINEAGE__TRANSPORT__* variables as it starts;
+    left in the process, they would send the next command's events (the next client of
+    `runoff serve`) to the first one's server."""
+    import os
+
+    first, second = LineageReceiver(), LineageReceiver()
+    before = dict(os.environ)
+    try:
+        for receiver in (first, second):
+            monkeypatch.setenv("OPENLINEAGE_URL", receiver.url)
+            record = RunRecord(dataset="orders", layer="validate")
+            with lineage.emitting(orders), recorded_run(orders.runs_path, record):
+                pass
+            assert dict(os.environ) == {**before, "OPENLINEAGE_URL": receiver.url}
+        assert [len(first.events()), len(second.events())] == [2, 2]
+    finally:
+        first.stop()
+        second.stop()

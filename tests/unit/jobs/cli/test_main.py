@@ -534,3 +534,29 @@ def test_generate_refuses_a_dataset_without_a_generator(
         "activity, events, lines, sensors)\n"
     )
     assert expected.landing_files(home) == []
+
+
+def test_a_served_command_has_one_lineage_listener_and_the_server_none(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`runoff serve` records no run of its own: the commands it serves run `main` with their
+    client's environment, and each has the one listener its events come from (a listener of
+    the server too would send every event twice)."""
+    from delta_tables import ledger
+
+    monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:5000")
+    monkeypatch.chdir(tmp_path)
+    seen: dict[str, int] = {}
+
+    def handler(command: str) -> Callable[[object, object], int]:
+        def count(config: object, args: object) -> int:
+            seen[command] = len(ledger._listeners)
+            if command == "serve":  # what the server does for a client's `runoff bronze`
+                return main(["--home", str(home), "bronze", "events"], served=True)
+            return 0
+
+        return count
+
+    monkeypatch.setattr(cli, "handler_for", handler)
+    assert main(["--home", str(home), "serve"]) == 0
+    assert seen == {"serve": 0, "bronze": 1}
