@@ -277,3 +277,7 @@ class RunoffConfig:
     @property
     def quality_results_path(self) -> Location:
         return self.data / "quality" / "results"
+
+    @property
+    def quality_metrics_path(self) -> Location:
+        return self.data / "quality" / "metrics"

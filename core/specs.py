@@ -79,6 +79,9 @@ WINDOW_DATE = "window_date"
 # `{expect: freshness, max_age: "<interval>"}`: a table's newest event time is at most max_age old
 # when it is validated. Not a GX expectation name: quality.suites builds it on a one-row frame.
 FRESHNESS = "freshness"
+# `{expect: expect_batch_metric_within_history, metric: ..., ...}`: each bronze batch's metric
+# lies within what its history predicts. Not a GX expectation: `quality.anomalies` judges it.
+HISTORY = "expect_batch_metric_within_history"
 # The column holding a table's event time ("newest event" = its max): bronze's event time, the
 # quarantine's ingestion time, a windowed silver table's window end (running totals have none).
 NEWEST_EVENT_COLUMNS = {"bronze": "event_time", "quarantine": "_ingested_at"}
@@ -134,6 +137,10 @@ class Expectation:
     @property
     def is_freshness(self) -> bool:
         return self.expect == FRESHNESS
+
+    @property
+    def is_history(self) -> bool:
+        return self.expect == HISTORY
 
     @property
     def max_age_seconds(self) -> int | None:
@@ -317,6 +324,13 @@ def _rule_problems(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
                         f"expectations.{table}[{i}].expect",
                         "freshness needs an event time: a silver table without a window (a "
                         "running total) has none",
+                    )
+                )
+            if item["expect"] == HISTORY and table != "bronze":
+                problems.append(
+                    (
+                        f"expectations.{table}[{i}].expect",
+                        "batch metrics are kept for bronze batches: use it on bronze",
                     )
                 )
             if item.get("severity") != "quarantine":

@@ -239,6 +239,16 @@ class Catalog:
         )
 
     @property
+    def quality_metrics(self) -> Table:
+        return Table(
+            name="quality_metrics",
+            layer="ops",
+            path=self.config.quality_metrics_path,
+            properties=self._properties(),
+            description="batch metrics history: one row per metric per committed bronze batch",
+        )
+
+    @property
     def runs(self) -> Table:
         return Table(
             name="runs",

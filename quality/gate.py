@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import Location
 from core.console import say
+from core.specs import HISTORY
 from delta_tables.ledger import RunRecord
 from quality.runner import QualityCheckFailed, describe_expectation, describe_observed
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from great_expectations.core.batch_definition import BatchDefinition
     from pyspark.sql import DataFrame
 
+    from quality.anomalies import MetricHistory
     from quality.history import ResultRow
     from quality.suites import CheckedTable
 
@@ -185,6 +187,37 @@ class Gate:
             raise QualityCheckFailed(self.failure_message(failures))
         return checks
 
+    def check_history(
+        self, batch_id: int, at: datetime, metrics: Mapping[str, float], history: MetricHistory
+    ) -> list[BatchCheck]:
+        """Judge the batch's `metrics` (its time `at`) against their `history` by the table's
+        history expectations; raise `QualityCheckFailed` when a critical one fails."""
+        checks = []
+        for rule in self.table.history:
+            value = metrics.get(rule.metric)
+            if value is None:  # not measured on this batch (no row reached bronze)
+                continue
+            judged = rule.judge(value, at, history.of(rule.metric))
+            checks.append(
+                BatchCheck(
+                    table=self.table.name,
+                    batch_id=batch_id,
+                    expectation=describe_expectation(HISTORY, rule.arguments),
+                    severity=rule.severity,
+                    evaluated=1,  # the batch's one value
+                    failed=int(not judged.success),
+                    quarantined=0,
+                    observed=judged.observed,
+                    success=judged.success,
+                    kind=HISTORY,
+                )
+            )
+        self.checks.extend(checks)
+        failures = [c for c in checks if c.critical_failure]
+        if failures:
+            raise QualityCheckFailed(self.failure_message(failures))
+        return checks
+
     def _validate(self, frame: DataFrame, expectations: Sequence[Any], sample: int) -> list[Any]:
         """GX's results for `expectations` on `frame`, in their order, with at most `sample`
         unexpected values each."""
@@ -262,7 +295,12 @@ def problems(checks: Sequence[BatchCheck]) -> list[str]:
     """One line per failed expectation of a run (warnings and quarantine rules with rows)."""
     lines = []
     for key, entry in summarize(checks).items():
-        if entry["failed"]:
+        if entry["failed"] and entry["kind"] == HISTORY:
+            lines.append(
+                f"{key}: {entry['failed']} of {entry['batches']} batches outside their history "
+                f"({entry['severity']})"
+            )
+        elif entry["failed"]:
             verb = "quarantined" if entry["severity"] == "quarantine" else entry["severity"]
             lines.append(
                 f"{key}: {entry['failed']} of {entry['evaluated']} rows ({verb}) over "

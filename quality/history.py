@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from core.config import Location
+from quality.anomalies import MetricHistory
 from quality.increments import Watermark
 
 RESULTS_SCHEMA = pa.schema(
@@ -122,3 +123,61 @@ def last_validated(path: Location, dataset: str) -> dict[str, Watermark]:
         table: Watermark(version=version, table_id=table_id)
         for table, (_, version, table_id) in latest.items()
     }
+
+
+# -- the metrics history `<data>/quality/metrics`: one row per metric per committed bronze batch
+METRICS_SCHEMA = pa.schema(
+    [
+        pa.field("run_id", pa.string()),
+        pa.field("dataset", pa.string()),
+        pa.field("table", pa.string()),
+        pa.field("batch_id", pa.int64()),
+        pa.field("metric", pa.string()),
+        pa.field("value", pa.float64()),
+        # The batch's time: its newest event time (its ingestion time when no row reached bronze).
+        pa.field("batch_time", pa.timestamp("us", tz="UTC")),
+        pa.field("recorded_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+METRIC_KEY = ("run_id", "table", "batch_id", "metric")
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    run_id: str
+    dataset: str
+    table: str
+    batch_id: int
+    metric: str
+    value: float
+    batch_time: datetime
+    recorded_at: datetime
+
+
+def append_metrics(path: Location, rows: Sequence[MetricRow]) -> None:
+    """Append one run's batch metrics (creating the table on first use)."""
+    from delta_tables.ops import append_rows
+
+    if not rows:
+        return
+    data = pa.Table.from_pylist([asdict(r) for r in rows], schema=METRICS_SCHEMA)
+    append_rows(path, data, METRIC_KEY)
+
+
+def read_metrics(path: Location, dataset: str, table: str | None = None) -> list[dict[str, Any]]:
+    """The metrics of `dataset`'s batches (optionally of one table), by batch time."""
+    from delta_tables.ops import read_rows
+
+    equal = {"dataset": dataset, **({"table": table} if table is not None else {})}
+    rows: list[dict[str, Any]] = read_rows(
+        path, METRICS_SCHEMA, METRIC_KEY, None, equal
+    ).to_pylist()
+    return sorted(rows, key=lambda r: (r["batch_time"], r["batch_id"], r["metric"]))
+
+
+def metric_history(path: Location, dataset: str, table: str) -> MetricHistory:
+    """A table's metric values, oldest first, for `quality.anomalies`."""
+    history = MetricHistory()
+    for row in read_metrics(path, dataset, table):
+        history.add(row["batch_time"], {row["metric"]: row["value"]})
+    return history

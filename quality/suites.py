@@ -41,6 +41,7 @@ from core.specs import (
 )
 from core.specs import Expectation as DeclaredExpectation
 from delta_tables.catalog import Catalog
+from quality.anomalies import HistoryRule
 
 Severity = Literal["critical", "warning"]
 Frame = Literal["batch", "counts", "rows", "quarantine_share", "freshness"]
@@ -93,6 +94,7 @@ class CheckedTable:
     window_seconds: int | None = None
     slide_seconds: int | None = None
     newest_event_column: str | None = None  # its max is the newest event (freshness)
+    history: tuple[HistoryRule, ...] = ()  # batch metrics judged against their history
 
     @property
     def batch_expectations(self) -> tuple[Expectation, ...]:
@@ -216,7 +218,7 @@ def _row_expectations(spec: DatasetSpec, table: str) -> list[Expectation]:
         tuple(
             e
             for e in spec.expectations_of(table)
-            if not e.is_freshness and e.severity != "quarantine"
+            if not e.is_freshness and not e.is_history and e.severity != "quarantine"
         )
     )
 
@@ -288,6 +290,7 @@ def bronze_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
             *_freshness_suites(spec, "bronze", table.name),
         ),
         newest_event_column=spec.newest_event_column("bronze"),
+        history=tuple(HistoryRule.of(e) for e in spec.expectations_of("bronze") if e.is_history),
     )
 
 

@@ -50,7 +50,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
@@ -99,7 +99,9 @@ from jobs.streaming.query import (
     vanished_text,
 )
 from jobs.streaming.resolve import ensure_resolves
+from quality.anomalies import MetricHistory
 from quality.gate import record_checks, rule_checks, say_problems
+from quality.history import MetricRow, append_metrics, metric_history
 from quality.runner import QualityCheckFailed
 
 if TYPE_CHECKING:
@@ -238,6 +240,39 @@ def vanished_files(states: Mapping[str, FileState | None], parsed: DataFrame) ->
     return tuple(path for path in missing if path not in read)
 
 
+def batch_metrics(counts: LineCounts, ingested_at: datetime) -> dict[str, float]:
+    """What a batch was like (`quality.anomalies.metric_names`): its counts, its quarantined
+    lines by rule, the null share of each bronze column and the lag of its newest event (the
+    last two only when rows reached bronze)."""
+    metrics: dict[str, float] = {
+        "rows_in": counts.rows_in,
+        "rows_written": counts.good,
+        "rows_quarantined": counts.bad,
+        "rows_malformed": sum(counts.malformed.values()),
+        "rows_rescued": counts.rescued,
+        **{f"quarantined:{rule}": rows for rule, rows in counts.broken.items()},
+    }
+    if counts.good:
+        metrics.update({f"null_share:{c}": n / counts.good for c, n in counts.nulls.items()})
+    if counts.newest is not None:
+        metrics["event_lag_seconds"] = (ingested_at - counts.newest).total_seconds()
+    return metrics
+
+
+def metric_rows(
+    run_id: str,
+    dataset: str,
+    table: str,
+    measured: Sequence[tuple[int, datetime, dict[str, float]]],
+) -> list[MetricRow]:
+    recorded_at = datetime.now(UTC)
+    return [
+        MetricRow(run_id, dataset, table, batch_id, metric, float(value), at, recorded_at)
+        for batch_id, at, metrics in measured
+        for metric, value in metrics.items()
+    ]
+
+
 class BronzeBatch:
     """The `foreachBatch` function: parse, check both tables' rows (the quality gate), write
     bronze, write quarantine, report."""
@@ -269,6 +304,16 @@ class BronzeBatch:
         self._app_id: str | None = None
         self.vanished: tuple[str, ...] = ()  # files gone before their batch read them
         self.recorded = read_states(checkpoint)  # the ingested files' states
+        # Each committed batch's metrics (`batch_metrics`), and the history they are judged by.
+        self.columns = dict(
+            zip(dataset.bronze_schema.fieldNames(), dataset.bronze_columns(), strict=True)
+        )
+        self.measured: list[tuple[int, datetime, dict[str, float]]] = []
+        self.history = (
+            metric_history(catalog.quality_metrics.path, dataset.name, tables.bronze.name)
+            if self.gates[0].table.history
+            else MetricHistory()
+        )
 
     @property
     def app_id(self) -> str:
@@ -312,14 +357,14 @@ class BronzeBatch:
         rules = [rule.name for rule in self.dataset.rules]
         parsed = parse_lines(batch, self.dataset).persist()
         try:
-            counts = count_lines(parsed, rules)
+            counts = count_lines(parsed, rules, self.columns)
             states = batch_states(listed)
             sizes = {p: st.size for p, st in states.items() if st and st.size is not None}
             batch, skipped = with_long_lines(batch.sparkSession, batch, parsed, counts.bytes, sizes)
             if skipped:  # lines the reader skipped: parsed again with them (quarantined)
                 parsed.unpersist()
                 parsed = parse_lines(batch, self.dataset).persist()
-                counts = count_lines(parsed, rules)
+                counts = count_lines(parsed, rules, self.columns)
             vanished = vanished_files(states, parsed)
             self._record(states)
             logger.debug("batch %s: parsed and counted in %.2f s", batch_id, elapsed(started))
@@ -334,6 +379,8 @@ class BronzeBatch:
                 gate.record(rule_checks(table, batch_id, counts.rows_in, counts.malformed))
                 gate.record(rule_checks(table, batch_id, counts.ruled, counts.broken))
                 gate.check(good, batch_id, counts.good)
+                at, metrics = counts.newest or ingested_at, batch_metrics(counts, ingested_at)
+                gate.check_history(batch_id, at, metrics, self.history)
             if not quarantine_done:
                 quarantine_gate.check(bad, batch_id, counts.bad)
             logger.debug("batch %s: checked at %.2f s", batch_id, elapsed(started))
@@ -358,6 +405,9 @@ class BronzeBatch:
                     version=batch_id,
                 )
                 logger.debug("batch %s: quarantine written at %.2f s", batch_id, elapsed(started))
+            if not bronze_done:  # written: the batch's metrics join the history
+                self.measured.append((batch_id, at, metrics))
+                self.history.add(at, metrics)
         except (OverflowError, ValueError, QualityCheckFailed) as exc:
             # A value Python cannot hold (Great Expectations may report it as a failed check
             # without a cause): name its line.
@@ -508,6 +558,10 @@ def run_bronze(
         finally:
             record.versions_after = {t: table_version(p) for t, p in tables.items()}
             record_checks(catalog.quality_results.path, record, batches.gates)
+            append_metrics(
+                catalog.quality_metrics.path,
+                metric_rows(record.run_id, name, bronze.name, batches.measured),
+            )
             record.details["rows_in"] = sum(b.rows_in for b in progress.batches)
             record.details["replayed_batches"] = sum(b.replayed for b in progress.batches)
             if batches.added_columns:

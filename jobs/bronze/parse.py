@@ -575,14 +575,27 @@ class LineCounts:
     broken: dict[str, int] = field(default_factory=dict)
     # lines per built-in rule (the parse errors of ERRORS), by its `_error` text
     malformed: dict[str, int] = field(default_factory=dict)
+    nulls: dict[str, int] = field(default_factory=dict)  # valid records per column: null
+    newest: datetime | None = None  # the valid records' newest event time
 
 
-def count_lines(parsed: DataFrame, rules: Sequence[str] = ()) -> LineCounts:
-    """One aggregation over `parse_lines` output (`rules`: the row rules' names)."""
+def count_lines(
+    parsed: DataFrame, rules: Sequence[str] = (), columns: Mapping[str, Column] | None = None
+) -> LineCounts:
+    """One aggregation over `parse_lines` output (`rules`: the row rules' names; `columns`: the
+    bronze columns, by name, whose nulls among the valid records are counted)."""
+    with ansi_off(parsed.sparkSession):  # the spec's select SQL, as in `good_rows`
+        return _count_lines(parsed, rules, columns or {})
+
+
+def _count_lines(
+    parsed: DataFrame, rules: Sequence[str], columns: Mapping[str, Column]
+) -> LineCounts:
     non_blank = ~F.col("_blank")
     error = F.col("_error")
     bad = non_blank & error.isNotNull()
-    rescued = non_blank & error.isNull() & F.col(RESCUED).isNotNull()
+    valid = non_blank & error.isNull()
+    rescued = valid & F.col(RESCUED).isNotNull()
     prefix = f"{ERR_RULE}: "
     ruled = non_blank & (error.isNull() | error.startswith(prefix))
     broken = F.split(F.substring(error, len(prefix) + 1, 1 << 20), ", ")
@@ -599,6 +612,11 @@ def count_lines(parsed: DataFrame, rules: Sequence[str] = ()) -> LineCounts:
             for i, name in enumerate(rules)
         ],
         *[F.count(F.when(bad & error.startswith(e), 1)).alias(f"error_{i}") for i, e in BUILT_IN],
+        *[
+            F.count(F.when(valid & column.isNull(), 1)).alias(f"null_{i}")
+            for i, column in enumerate(columns.values())
+        ],
+        F.unix_micros(F.max(F.when(valid, F.col("event_time")))).alias("newest"),
     ).first()
     assert row is not None
     rows_in, bad_rows = int(row["rows_in"]), int(row["bad"])
@@ -611,6 +629,8 @@ def count_lines(parsed: DataFrame, rules: Sequence[str] = ()) -> LineCounts:
         ruled=int(row["ruled"]),
         broken={name: int(row[f"rule_{i}"]) for i, name in enumerate(rules)},
         malformed={e: int(row[f"error_{i}"]) for i, e in BUILT_IN},
+        nulls={name: int(row[f"null_{i}"]) for i, name in enumerate(columns)},
+        newest=None if row["newest"] is None else _EPOCH + timedelta(microseconds=row["newest"]),
     )
 
 

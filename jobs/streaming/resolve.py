@@ -19,6 +19,7 @@ from core.errors import ConfigError
 from core.specs import DatasetSpec
 from delta_tables.catalog import Catalog
 from jobs.streaming.dataset import Dataset, SilverAggregate, compile_dataset, selected
+from quality.anomalies import metric_names
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -168,7 +169,8 @@ def resolve(spark: SparkSession, spec: DatasetSpec, catalog: Catalog) -> Dataset
                 ],
             )
         )
-        _check_expectations(check, "bronze", bronze_schema.fieldNames(), plan.tables[-1])
+        metrics = metric_names([r.name for r in dataset.rules], dataset.bronze_schema.fieldNames())
+        _check_expectations(check, "bronze", bronze_schema.fieldNames(), plan.tables[-1], metrics)
         bronze = spark.createDataFrame([], bronze_schema)
         for i, aggregate in enumerate(dataset.aggregates):
             table = _resolve_silver(check, f"silver[{i}]", bronze, dataset, aggregate)
@@ -239,13 +241,33 @@ def _resolve_silver(
 
 
 def _check_expectations(
-    check: _Resolver, table: str, columns: Sequence[str], plan: TablePlan
+    check: _Resolver,
+    table: str,
+    columns: Sequence[str],
+    plan: TablePlan,
+    metrics: Sequence[str] = (),
 ) -> None:
+    from quality.anomalies import HistoryRule
     from quality.suites import declared
 
     spec_expectations = check.spec.expectations_of(table)
     for i, item in enumerate(spec_expectations):
         key = f"expectations.{table}[{i}]"
+        if item.is_history:  # not a GX name: judged by quality.anomalies
+            try:
+                rule = HistoryRule.of(item)
+            except ConfigError as exc:
+                check.problem(key, str(exc))
+                continue
+            if rule.metric not in metrics:
+                check.problem(
+                    f"{key}.metric",
+                    f"unknown batch metric {rule.metric!r} (metrics: {', '.join(metrics)})",
+                )
+                continue
+            arguments = ", ".join(f"{k}={v!r}" for k, v in rule.arguments.items())
+            plan.expectations.append(f"{item.expect}({arguments}) [{item.severity}]")
+            continue
         for argument in COLUMN_ARGUMENTS:
             if argument in item.kwargs:
                 check.known(f"{key}.{argument}", [str(item.kwargs[argument])], columns)
