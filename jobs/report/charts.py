@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,8 @@ from jobs.report.data import (
     TOP_BARS,
     ReportData,
     axis_columns,
+    flagged_batches,
+    metric_pivot,
     naive_utc,
     numeric,
     open_windows,
@@ -61,6 +64,16 @@ LABELS_UP_TO = 30  # validations up to which each pass rate is written next to i
 # lie on a straight line to keep the page small.
 EXACT_POINTS = 5000
 OPEN_LABEL = "open window (not closed by the watermark)"
+FLAGGED_LABEL = "outside its history"
+# The bronze batch metrics charted (`quality.anomalies.BATCH_METRICS`), by chart.
+ROW_METRICS = ("rows_in", "rows_written", "rows_quarantined")
+NULL_SHARE = "null_share:"
+LAG_METRIC = "event_lag_seconds"
+METRIC_TITLES = (
+    "Rows per bronze batch",
+    "Null share of bronze columns per batch (columns with nulls)",
+    "Event-time lag at ingestion per batch",
+)
 
 
 @dataclass(frozen=True)
@@ -180,10 +193,13 @@ def line_chart(
     ylabel: str,
     prefix: str,
     open_starts: pd.DatetimeIndex | None = None,
+    xlabel: str = "window start (UTC)",
+    flagged: Mapping[str, pd.Index] | None = None,
 ) -> str:
     """One line per column of `pivot` (index: window start; a NaN row breaks the line), in
     SERIES_COLOURS order, SVG ids `line-<i>`; the points of the windows in `open_starts` get large
-    hollow markers (`open-<i>`), named in the legend. A point with no neighbour gets a marker
+    hollow markers (`open-<i>`), named in the legend, and so do a column's points at the times
+    `flagged` gives it, in red (`flagged-<i>`). A point with no neighbour gets a marker
     (`alone-<i>`) even when the others have none. y from 0 unless negative."""
     from matplotlib.lines import Line2D
 
@@ -219,13 +235,18 @@ def line_chart(
             )
         if is_open.any():
             axes.plot(pivot.index[is_open], values[is_open], gid=f"open-{i}", **_hollow(colour))
+        red = pivot.index.isin((flagged or {}).get(str(column), [])) & values.notna()
+        if red.any():
+            axes.plot(pivot.index[red], values[red], gid=f"flagged-{i}", **_hollow(FAILED_COLOUR))
     _style_axes(axes, title, ylabel)
     _within_the_calendar(axes)
-    _time_axis(axes, "window start (UTC)")
+    _time_axis(axes, xlabel)
     if pivot.min().min() >= 0:
         axes.set_ylim(bottom=0)
     if is_open.any():
         handles.append(Line2D([], [], label=OPEN_LABEL, **_hollow("#555555")))
+    if any(len(times) for times in (flagged or {}).values()):
+        handles.append(Line2D([], [], label=FLAGGED_LABEL, **_hollow(FAILED_COLOUR)))
     if handles:
         _side_legend(axes, handles)
     return figure_svg(figure, prefix, simplify=len(pivot.index) > EXACT_POINTS)
@@ -562,3 +583,38 @@ def quality_charts(data: ReportData) -> list[Chart]:
         return [Chart(PASS_RATE_TITLE, notes=(note,))]
     svg = pass_rate_chart(runs, "quality", _run_span(data, runs))
     return [Chart(PASS_RATE_TITLE, svg=svg, data=runs.set_index("started_at")["pass_rate"])]
+
+
+def metric_charts(data: ReportData) -> list[Chart]:
+    """Each committed bronze batch's rows, null shares and event-time lag over its time, the
+    values a history expectation found outside their history marked; `data`: the plotted
+    columns, indexed by batch time."""
+    metrics = data.metrics
+    if metrics is None:
+        note = (
+            f"No data yet: no batch metrics of {data.dataset} at {data.metrics_path} "
+            f"(every committed bronze batch records them: `runoff bronze {data.dataset}`)."
+        )
+        return [Chart(title, notes=(note,)) for title in METRIC_TITLES]
+    flagged = flagged_batches(data.quality, metrics)
+    nulls = sorted(m for m in metrics["metric"].unique() if m.startswith(NULL_SHARE))
+    shares = metric_pivot(metrics, nulls)
+    shares = shares.loc[:, (shares.fillna(0) > 0).any()]
+    charts = []
+    for title, pivot, ylabel, prefix in (
+        (METRIC_TITLES[0], metric_pivot(metrics, ROW_METRICS), "rows", "metric-rows"),
+        (METRIC_TITLES[1], shares, "share of rows", "metric-nulls"),
+        (METRIC_TITLES[2], metric_pivot(metrics, [LAG_METRIC]), "seconds", "metric-lag"),
+    ):
+        if pivot.empty or pivot.columns.empty:
+            charts.append(Chart(title, notes=(f"No batch of {data.dataset} has one.",)))
+            continue
+        times = {
+            str(column): pd.Index(flagged.loc[flagged["metric"] == column, "batch_time"])
+            for column in pivot.columns
+        }
+        labelled = pivot.rename(columns=lambda c: str(c).removeprefix(NULL_SHARE))
+        marks = {str(c).removeprefix(NULL_SHARE): t for c, t in times.items()}
+        svg = line_chart(labelled, title, ylabel, prefix, xlabel="batch time (UTC)", flagged=marks)
+        charts.append(Chart(title, svg=svg, data=pivot))
+    return charts

@@ -30,6 +30,9 @@ WINDOW_START = "window_start"
 # The Data Docs site of `<home>/quality` (`quality.project.data_docs_index` is its index.html;
 # that module imports Great Expectations, which a report does not need).
 DATA_DOCS_SITE = Path("gx", "uncommitted", "data_docs", "local_site")
+# A history expectation's results row (`quality.gate.Gate.check_history`), and its metric.
+HISTORY_RESULT = "batch_metric_within_history(metric="
+HISTORY_METRIC = r"^batch_metric_within_history\(metric=([^,)]+)"
 
 
 # -- the data a report is made of ----------------------------------------------------------------
@@ -75,6 +78,8 @@ class ReportData:
     docs_index: Path | None = None  # the Data Docs index, when it exists
     docs_pages: Mapping[str, list[DocsPage]] = field(default_factory=dict)  # by validate run_id
     report_path: Path | None = None  # where the page goes: links are relative to its folder
+    metrics: pd.DataFrame | None = None  # `read_metrics_frame`: bronze batches' metrics
+    metrics_path: Location | None = None
 
     @property
     def bronze_table(self) -> str:
@@ -439,6 +444,50 @@ def read_quality(path: Location, dataset: str) -> pd.DataFrame | None:
     return frame
 
 
+def read_metrics_frame(path: Location, dataset: str) -> pd.DataFrame | None:
+    """The dataset's batch metrics (`quality.history.read_metrics`: run_id, batch_id, metric,
+    value, batch_time); None when there are none."""
+    from quality.history import read_metrics
+
+    if not path.exists():
+        return None
+    rows = read_metrics(path, dataset)
+    if not rows:
+        return None
+    frame = pd.DataFrame(rows, columns=["run_id", "batch_id", "metric", "value", "batch_time"])
+    frame["batch_time"] = naive_utc(frame["batch_time"])
+    return frame
+
+
+def metric_pivot(metrics: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """One row per batch (index: its time; ties kept, in batch order), one column per metric of
+    `names` that some batch has, in name order (NaN where a batch lacks it)."""
+    wanted = metrics[metrics["metric"].isin(names)]
+    if wanted.empty:
+        return pd.DataFrame(index=pd.DatetimeIndex([], name="batch_time"))
+    pivot = wanted.pivot_table(
+        index=["batch_time", "run_id", "batch_id"], columns="metric", values="value"
+    )
+    pivot = pivot.reset_index(level=["run_id", "batch_id"], drop=True)
+    present = sorted(n for n in names if n in pivot.columns)
+    return pivot[present].rename_axis(columns=None)
+
+
+def flagged_batches(quality: pd.DataFrame | None, metrics: pd.DataFrame) -> pd.DataFrame:
+    """The committed batches a history expectation found outside their history: batch_time
+    and metric (from the gate's results rows, matched to the metrics by run and batch)."""
+    columns = ["batch_time", "metric"]
+    if quality is None or quality.empty:
+        return pd.DataFrame(columns=columns)
+    failed = quality[
+        quality["expectation"].str.startswith(HISTORY_RESULT) & (quality["failed"].fillna(0) > 0)
+    ]
+    failed = failed.assign(metric=failed["expectation"].str.extract(HISTORY_METRIC, expand=False))
+    times = metrics.drop_duplicates(["run_id", "batch_id"])[["run_id", "batch_id", "batch_time"]]
+    joined = failed.merge(times, on=["run_id", "batch_id"])
+    return joined[columns].drop_duplicates().reset_index(drop=True)
+
+
 def read_quarantine_reasons(path: Location) -> pd.DataFrame | None:
     """`quarantine_reasons` of the quarantine table at `path`; None when there is no table."""
     frame = read_delta(path, ["_error"])
@@ -484,6 +533,8 @@ def load_report_data(config: RunoffConfig, dataset: str) -> ReportData:
         docs_index=index if index.is_file() else None,
         docs_pages=validation_pages(site, dataset, suites_by_run(quality, LAST_RUNS_SHOWN)),
         report_path=report_path(config, dataset),
+        metrics=read_metrics_frame(catalog.quality_metrics.path, dataset),
+        metrics_path=catalog.quality_metrics.path,
     )
 
 

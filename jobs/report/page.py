@@ -21,6 +21,7 @@ from markupsafe import Markup
 
 from jobs.report.charts import (
     Chart,
+    metric_charts,
     quality_charts,
     run_charts,
     silver_charts,
@@ -167,6 +168,7 @@ def render_report(data: ReportData) -> str:
             generated=utc_text(data.generated_at),
             silver_charts=silver_charts(data),
             run_charts=run_charts(data),
+            metric_charts=metric_charts(data),
             runs=runs_rows(data),
             quality_charts=quality_charts(data),
             validations=validation_rows(data),

@@ -30,11 +30,14 @@ from delta_tables.ledger import RunRecord, append_run
 from jobs.cli.main import main
 from jobs.report.build import write_report
 from jobs.report.charts import (
+    FLAGGED_LABEL,
     LAYER_COLOURS,
+    METRIC_TITLES,
     OPEN_LABEL,
     PASS_RATE_TITLE,
     RUN_TITLES,
     SERIES_COLOURS,
+    metric_charts,
     quality_charts,
     run_charts,
     silver_charts,
@@ -47,7 +50,7 @@ from jobs.report.data import (
     report_path,
 )
 from jobs.report.page import render_report
-from quality.history import ResultRow, append_results
+from quality.history import MetricRow, ResultRow, append_metrics, append_results
 from tests.browser import assert_not_blank, dump_dom, screenshot
 from tests.quality_tables import (
     action_counts,
@@ -387,7 +390,8 @@ def test_silver_charts_follow_the_spec(config: RunoffConfig) -> None:
             )
             for t in titles
         ]
-        assert render_report(data).count("<figure ") == len(titles) + len(ALL_RUN_TITLES)
+        figures = len(titles) + len(ALL_RUN_TITLES) + len(METRIC_TITLES)
+        assert render_report(data).count("<figure ") == figures
 
 
 def test_windowed_chart_breaks_at_gaps_and_marks_open_windows(config: RunoffConfig) -> None:
@@ -788,6 +792,7 @@ def test_report_charts_render_in_chromium(config: RunoffConfig, tmp_path: Path) 
         "Tables",
         "Silver aggregates",
         "Runs",
+        "Bronze batches",
         "Data quality",
     ]
 
@@ -809,10 +814,17 @@ def test_report_of_an_empty_home_is_a_page_of_notes(config: RunoffConfig, tmp_pa
         "Tables",
         "Silver aggregates",
         "Runs",
+        "Bronze batches",
         "Data quality",
     ]
     titles = re.findall(r"<h3>([^<]+)</h3>", dom)
-    assert titles == [*SILVER_TITLES["sensors"], *ALL_RUN_TITLES, "Quarantine: rows by reason"]
+    assert titles == [
+        *SILVER_TITLES["sensors"],
+        *RUN_TITLES,
+        *METRIC_TITLES,
+        PASS_RATE_TITLE,
+        "Quarantine: rows by reason",
+    ]
     assert dom.count("No data yet") == len(titles)
     assert dom.count("no data yet") == 5  # bronze, quarantine and three silver tables
     assert "<a " not in dom
@@ -895,3 +907,84 @@ def test_the_gate_table_adds_up_every_batch_per_expectation(config: RunoffConfig
     # The gate's rows are not validate runs: the pass rate has the 3 validations of events.
     (chart,) = quality_charts(data)
     assert len(chart.data) == 3
+
+
+def test_bronze_batch_metrics_are_charted_with_their_anomalies(config: RunoffConfig) -> None:
+    """Six batches of two runs: rows, the null share of the one column with nulls, and the
+    lag, each point where its time and value put it; the batch a history expectation found
+    outside its history ringed in red on its metric's line, and only there."""
+    runs = ("a" * 32, "b" * 32)
+    batches = [(runs[i // 3], i, START + i * HOUR) for i in range(6)]
+    values = {
+        "rows_in": [100, 110, 105, 98, 30, 104],
+        "rows_written": [95, 108, 100, 96, 12, 101],
+        "rows_quarantined": [5, 2, 5, 2, 18, 3],
+        "null_share:action": [0.0, 0.25, 0.0, 0.5, 0.0, 0.0],
+        "null_share:time": [0.0] * 6,
+        "event_lag_seconds": [60, 75, 58, 64, 900, 61],
+    }
+    append_metrics(
+        config.quality_metrics_path,
+        [
+            MetricRow(run, "events", "bronze_events", b, metric, float(v[b]), at, at)
+            for run, b, at in batches
+            for metric, v in values.items()
+        ],
+    )
+    check = "batch_metric_within_history(metric=rows_written, lookback=28 days, ...)"
+    append_results(
+        config.quality_results_path,
+        [
+            ResultRow(
+                run_id=runs[1],
+                dataset="events",
+                table="bronze_events",
+                table_id="t1",
+                layer="bronze",
+                suite=f"bronze_events_batch {b}",
+                expectation=check,
+                severity="warning",
+                success=b != 4,
+                observed="",
+                from_version=0,
+                to_version=1,
+                full=False,
+                rows=1,
+                table_passed=True,
+                validated_at=START,
+                batch_id=b,
+                evaluated=1,
+                failed=int(b == 4),
+                quarantined=0,
+            )
+            for b in (3, 4, 5)
+        ],
+    )
+
+    data = load_report_data(config, "events")
+    charts = metric_charts(data)
+    page = render_report(data)
+
+    assert [c.title for c in charts] == list(METRIC_TITLES)
+    svgs = chart_svgs(page)
+    times = [at for _, _, at in batches]
+
+    def series(*metrics: str) -> dict[str, list[tuple[datetime, float]]]:
+        return {
+            m.removeprefix("null_share:"): list(zip(times, values[m], strict=True)) for m in metrics
+        }
+
+    assert_lines(svgs["metric-nulls"], series("null_share:action"))  # time never null
+    assert_lines(svgs["metric-lag"], series("event_lag_seconds"))
+    rows = svgs["metric-rows"]
+    labels = ["rows_in", "rows_quarantined", "rows_written"]
+    assert texts(rows)[-4:] == [*labels, FLAGGED_LABEL]
+    lines = {
+        label: [p for s in path_segments(rows, f"line-{i}") for p in s]
+        for i, label in enumerate(labels)
+    }
+    assert {label: len(points) for label, points in lines.items()} == dict.fromkeys(labels, 6)
+    ((x, y, _),) = markers(rows, "flagged-2")  # rows_written's fifth batch, and nothing else
+    assert (x, y) == pytest.approx(lines["rows_written"][4], abs=1e-3)
+    assert "flagged-0" not in rows and "flagged-1" not in rows
+    assert "flagged" not in svgs["metric-nulls"] + svgs["metric-lag"]
