@@ -13,10 +13,12 @@ its own history predicts:
 
 The history of a batch is the metric's values of the table's earlier batches whose time lies in
 `lookback` before the batch's own, in the same season (`none`, `hour_of_day`, `day_of_week` or
-`hour_of_week`, in UTC); a batch's time is its newest event time. The expected range is
-median +- threshold x 1.4826 x MAD (the median absolute deviation, scaled to a standard deviation
-for normal data: Iglewicz and Hoaglin's modified z-score, whose usual cutoff 3.5 is the default
-threshold), robust to the anomalies the history itself holds. A batch with fewer than
+`hour_of_week`, in UTC); a batch's time is its newest event time. The expected range is the
+season's median +- threshold x 1.4826 x MAD (the median absolute deviation, scaled to a standard
+deviation for normal data: Iglewicz and Hoaglin's modified z-score, whose usual cutoff 3.5 is
+the default threshold), robust to the anomalies the history itself holds. One season holds few
+values (four in 28 days of `hour_of_week`), enough for a median, too few for a spread: the MAD
+is pooled over the seasons, as relative deviations (`_scale`). A batch with fewer than
 `min_history` values in its season passes, saying so. Severity `warning` records and reports an
 anomaly; `critical` stops the batch before anything of it is written, as the gate does.
 """
