@@ -144,3 +144,23 @@ def test_batch_metrics_and_an_anomaly_stopped_then_published_once(
         (1, "critical", False, outside),
         (1, "warning", False, outside),
     ]
+
+
+def test_check_refuses_an_unknown_metric_naming_the_datasets_metrics(
+    spark: Any, orders: RunoffConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = Path(os.environ["RUNOFF_DATASETS"])
+    (folder / "orders.yaml").write_text(
+        spec("critical").replace("metric: rows_written", "metric: rows_writen")
+    )
+    assert main(["--home", str(orders.home), "check", "orders"]) == 2
+    metrics = [
+        "rows_in", "rows_written", "rows_quarantined", "rows_malformed", "rows_rescued",
+        "event_lag_seconds", "quarantined:known_store",
+        *(f"null_share:{c}" for c in COLUMNS),
+    ]  # fmt: skip
+    line = (
+        f"expectations.bronze[0].metric: unknown batch metric 'rows_writen' "
+        f"(metrics: {', '.join(metrics)})"
+    )
+    assert line in capsys.readouterr().err
