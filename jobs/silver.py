@@ -53,8 +53,8 @@ import argparse
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from core import interrupts
@@ -85,6 +85,7 @@ from jobs.streaming.query import (
 )
 from jobs.streaming.resolve import ensure_resolves
 from jobs.streaming.sql import quote, sql_timestamp
+from quality.history import append_metrics, metric_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -177,6 +178,7 @@ class MergeOutcome:
     committed: bool  # False: empty batch, or a replay the table had already committed
     version: int
     replayed: bool = False  # the table had already committed the batch
+    newest: datetime | None = None  # the batch's last window start (UTC), if it has windows
 
 
 def merge_batch(
@@ -234,6 +236,7 @@ def merge_batch(
         seconds=time.perf_counter() - started,
         committed=True,
         version=table_version(path),
+        newest=window_range[1].replace(tzinfo=UTC) if window_range else None,
     )
 
 
@@ -306,6 +309,7 @@ class TableRun:
     watermark: str | None = None
     last_batch: int = -1
     query: StreamingQuery | None = None
+    observed: dict[int, tuple[int, int]] = field(default_factory=dict)  # batch: rows in, late
 
     @property
     def table(self) -> str:
@@ -314,6 +318,23 @@ class TableRun:
     @property
     def merged_rows(self) -> int:
         return sum(o.rows for o in self.writer.outcomes.values() if o.committed)
+
+    def batch_metrics(self, recorded_at: datetime) -> list[tuple[int, datetime, dict[str, float]]]:
+        """Each committed batch's metrics (`quality.anomalies.SILVER_METRICS`) at its last
+        window start (`recorded_at` for a table without windows)."""
+        measured = []
+        for batch_id, outcome in sorted(self.writer.outcomes.items()):
+            if not outcome.committed:
+                continue
+            metrics: dict[str, float] = {
+                "rows_written": outcome.rows,
+                "rows_inserted": outcome.inserted,
+                "rows_updated": outcome.updated,
+            }
+            if batch_id in self.observed:  # its progress report (Spark keeps the last 100)
+                metrics["rows_in"], metrics["late_rows"] = self.observed[batch_id]
+            measured.append((batch_id, outcome.newest or recorded_at, metrics))
+        return measured
 
     @property
     def merge_seconds(self) -> list[float]:
@@ -334,6 +355,7 @@ class TableRun:
         self.late_rows += late
         self.seconds += seconds
         self.watermark = (progress.get("eventTime") or {}).get("watermark", self.watermark)
+        self.observed[batch_id] = (rows, late)
         outcome = self.writer.outcomes.get(batch_id)
         if outcome is None or outcome.rows == 0:
             written = "no window changed"
@@ -541,6 +563,17 @@ def run_silver(
                 _close(record, runs)
                 gates = [run.writer.gate for run in runs if run.writer.gate is not None]
                 record_checks(catalog.quality_results.path, record, gates)
+                now = datetime.now(UTC)
+                append_metrics(
+                    catalog.quality_metrics.path,
+                    [
+                        row
+                        for run in runs
+                        for row in metric_rows(
+                            record.run_id, dataset.name, run.table, run.batch_metrics(now)
+                        )
+                    ],
+                )
     say_problems(record, gates)
     summarize(record, runs, report)
     return record

@@ -56,6 +56,9 @@ BATCH_METRICS = (
     "rows_rescued",  # bronze rows with fields the schema does not declare
     "event_lag_seconds",  # from the batch's newest event time to its ingestion
 )
+# Every committed silver batch's counts (`jobs.silver.TableRun.batch_metrics`): recorded, shown
+# in the report; a history expectation watches bronze batches only.
+SILVER_METRICS = ("rows_in", "rows_written", "rows_inserted", "rows_updated", "late_rows")
 DEFAULTS = {"lookback": "28 days", "seasonality": "none", "min_history": 4, "threshold": 3.5}
 ARGUMENTS = ("metric", *DEFAULTS, "notes")
 

@@ -12,9 +12,9 @@ A table recreated by `reset` has a new Delta table id and starts again from a fu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -162,6 +162,21 @@ def append_metrics(path: Location, rows: Sequence[MetricRow]) -> None:
         return
     data = pa.Table.from_pylist([asdict(r) for r in rows], schema=METRICS_SCHEMA)
     append_rows(path, data, METRIC_KEY)
+
+
+def metric_rows(
+    run_id: str,
+    dataset: str,
+    table: str,
+    measured: Sequence[tuple[int, datetime, Mapping[str, float]]],
+) -> list[MetricRow]:
+    """A run's measured batches of `table` ((batch id, batch time, metrics)) as rows."""
+    recorded_at = datetime.now(UTC)
+    return [
+        MetricRow(run_id, dataset, table, batch_id, metric, float(value), at, recorded_at)
+        for batch_id, at, metrics in measured
+        for metric, value in metrics.items()
+    ]
 
 
 def read_metrics(path: Location, dataset: str, table: str | None = None) -> list[dict[str, Any]]:

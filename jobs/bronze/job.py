@@ -50,7 +50,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
@@ -101,7 +101,7 @@ from jobs.streaming.query import (
 from jobs.streaming.resolve import ensure_resolves
 from quality.anomalies import MetricHistory
 from quality.gate import record_checks, rule_checks, say_problems
-from quality.history import MetricRow, append_metrics, metric_history
+from quality.history import append_metrics, metric_history, metric_rows
 from quality.runner import QualityCheckFailed
 
 if TYPE_CHECKING:
@@ -257,20 +257,6 @@ def batch_metrics(counts: LineCounts, ingested_at: datetime) -> dict[str, float]
     if counts.newest is not None:
         metrics["event_lag_seconds"] = (ingested_at - counts.newest).total_seconds()
     return metrics
-
-
-def metric_rows(
-    run_id: str,
-    dataset: str,
-    table: str,
-    measured: Sequence[tuple[int, datetime, dict[str, float]]],
-) -> list[MetricRow]:
-    recorded_at = datetime.now(UTC)
-    return [
-        MetricRow(run_id, dataset, table, batch_id, metric, float(value), at, recorded_at)
-        for batch_id, at, metrics in measured
-        for metric, value in metrics.items()
-    ]
 
 
 class BronzeBatch:

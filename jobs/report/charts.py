@@ -73,7 +73,9 @@ METRIC_TITLES = (
     "Rows per bronze batch",
     "Null share of bronze columns per batch (columns with nulls)",
     "Event-time lag at ingestion per batch",
+    "Rows merged and late rows per silver batch",
 )
+SILVER_ROWS = {"rows_written": "merged", "late_rows": "late"}
 
 
 @dataclass(frozen=True)
@@ -195,12 +197,14 @@ def line_chart(
     open_starts: pd.DatetimeIndex | None = None,
     xlabel: str = "window start (UTC)",
     flagged: Mapping[str, pd.Index] | None = None,
+    gaps: bool = True,
 ) -> str:
     """One line per column of `pivot` (index: window start; a NaN row breaks the line), in
     SERIES_COLOURS order, SVG ids `line-<i>`; the points of the windows in `open_starts` get large
     hollow markers (`open-<i>`), named in the legend, and so do a column's points at the times
     `flagged` gives it, in red (`flagged-<i>`). A point with no neighbour gets a marker
-    (`alone-<i>`) even when the others have none. y from 0 unless negative."""
+    (`alone-<i>`) even when the others have none. y from 0 unless negative. `gaps=False`: a
+    column's NaN rows are another series' times, not gaps: its line joins its own points."""
     from matplotlib.lines import Line2D
 
     figure = _new_figure()
@@ -210,9 +214,9 @@ def line_chart(
     handles: list[Any] = []
     for i, column in enumerate(pivot.columns):
         colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
-        values = pivot[column]
+        values = pivot[column] if gaps else pivot[column].dropna()
         (line,) = axes.plot(
-            pivot.index,
+            values.index,
             values,
             label=str(column),
             color=colour,
@@ -225,7 +229,7 @@ def line_chart(
         alone = values.notna() & values.shift(1).isna() & values.shift(-1).isna()
         if marker is None and alone.any():
             axes.plot(
-                pivot.index[alone],
+                values.index[alone],
                 values[alone],
                 color=colour,
                 marker="o",
@@ -233,11 +237,12 @@ def line_chart(
                 linestyle="none",
                 gid=f"alone-{i}",
             )
-        if is_open.any():
-            axes.plot(pivot.index[is_open], values[is_open], gid=f"open-{i}", **_hollow(colour))
-        red = pivot.index.isin((flagged or {}).get(str(column), [])) & values.notna()
+        opened = values.index.isin(open_starts if open_starts is not None else [])
+        if opened.any():
+            axes.plot(values.index[opened], values[opened], gid=f"open-{i}", **_hollow(colour))
+        red = values.index.isin((flagged or {}).get(str(column), [])) & values.notna()
         if red.any():
-            axes.plot(pivot.index[red], values[red], gid=f"flagged-{i}", **_hollow(FAILED_COLOUR))
+            axes.plot(values.index[red], values[red], gid=f"flagged-{i}", **_hollow(FAILED_COLOUR))
     _style_axes(axes, title, ylabel)
     _within_the_calendar(axes)
     _time_axis(axes, xlabel)
@@ -596,6 +601,8 @@ def metric_charts(data: ReportData) -> list[Chart]:
             f"(every committed bronze batch records them: `runoff bronze {data.dataset}`)."
         )
         return [Chart(title, notes=(note,)) for title in METRIC_TITLES]
+    silver = metrics[metrics["table"] != data.bronze_table]
+    metrics = metrics[metrics["table"] == data.bronze_table]
     flagged = flagged_batches(data.quality, metrics)
     nulls = sorted(m for m in metrics["metric"].unique() if m.startswith(NULL_SHARE))
     shares = metric_pivot(metrics, nulls)
@@ -617,4 +624,23 @@ def metric_charts(data: ReportData) -> list[Chart]:
         marks = {str(c).removeprefix(NULL_SHARE): t for c, t in times.items()}
         svg = line_chart(labelled, title, ylabel, prefix, xlabel="batch time (UTC)", flagged=marks)
         charts.append(Chart(title, svg=svg, data=pivot))
+    charts.append(silver_batch_chart(data.dataset, silver))
     return charts
+
+
+def silver_batch_chart(dataset: str, metrics: pd.DataFrame) -> Chart:
+    """Rows merged and late rows of every committed silver batch, a line each per table, at the
+    batch's last window start."""
+    title = METRIC_TITLES[3]
+    wanted = metrics[metrics["metric"].isin(SILVER_ROWS)]
+    if wanted.empty:
+        return Chart(title, notes=(f"No silver batch of {dataset} has been measured yet.",))
+    named = wanted.assign(
+        metric=wanted["table"] + " " + wanted["metric"].map(SILVER_ROWS),
+        batch_id=wanted["table"] + " " + wanted["batch_id"].astype(str),
+    )
+    pivot = metric_pivot(named, sorted(named["metric"].unique()))
+    svg = line_chart(
+        pivot, title, "rows", "metric-silver", xlabel="last window start (UTC)", gaps=False
+    )
+    return Chart(title, svg=svg, data=pivot)

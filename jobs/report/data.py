@@ -445,8 +445,8 @@ def read_quality(path: Location, dataset: str) -> pd.DataFrame | None:
 
 
 def read_metrics_frame(path: Location, dataset: str) -> pd.DataFrame | None:
-    """The dataset's batch metrics (`quality.history.read_metrics`: run_id, batch_id, metric,
-    value, batch_time); None when there are none."""
+    """The dataset's batch metrics (`quality.history.read_metrics`: table, run_id, batch_id,
+    metric, value, batch_time); None when there are none."""
     from quality.history import read_metrics
 
     if not path.exists():
@@ -454,7 +454,8 @@ def read_metrics_frame(path: Location, dataset: str) -> pd.DataFrame | None:
     rows = read_metrics(path, dataset)
     if not rows:
         return None
-    frame = pd.DataFrame(rows, columns=["run_id", "batch_id", "metric", "value", "batch_time"])
+    columns = ["table", "run_id", "batch_id", "metric", "value", "batch_time"]
+    frame = pd.DataFrame(rows, columns=columns)
     frame["batch_time"] = naive_utc(frame["batch_time"])
     return frame
 

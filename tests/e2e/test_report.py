@@ -931,6 +931,18 @@ def test_bronze_batch_metrics_are_charted_with_their_anomalies(config: RunoffCon
             for metric, v in values.items()
         ],
     )
+    # Three batches of a silver table, at their last window start, and one with no late rows
+    # reported (its progress was not seen): merged and late are lines of their own points.
+    silver = [(runs[1], b, START + b * HOUR, 10 * b, b % 2) for b in range(3)]
+    append_metrics(
+        config.quality_metrics_path,
+        [
+            MetricRow(run, "events", "events_action_hourly", b, metric, float(v), at, at)
+            for run, b, at, merged, late in silver
+            for metric, v in (("rows_written", merged), ("late_rows", late))
+            if not (metric == "late_rows" and b == 1)
+        ],
+    )
     check = "batch_metric_within_history(metric=rows_written, lookback=28 days, ...)"
     append_results(
         config.quality_results_path,
@@ -988,3 +1000,10 @@ def test_bronze_batch_metrics_are_charted_with_their_anomalies(config: RunoffCon
     assert (x, y) == pytest.approx(lines["rows_written"][4], abs=1e-3)
     assert "flagged-0" not in rows and "flagged-1" not in rows
     assert "flagged" not in svgs["metric-nulls"] + svgs["metric-lag"]
+    assert_lines(
+        svgs["metric-silver"],
+        {
+            "events_action_hourly late": [(at, late) for _, b, at, _, late in silver if b != 1],
+            "events_action_hourly merged": [(at, merged) for _, _, at, merged, _ in silver],
+        },
+    )

@@ -164,3 +164,33 @@ def test_check_refuses_an_unknown_metric_naming_the_datasets_metrics(
         f"(metrics: {', '.join(metrics)})"
     )
     assert line in capsys.readouterr().err
+
+
+def test_silver_batches_record_rows_in_merged_and_late(spark: Any, orders: RunoffConfig) -> None:
+    """Each silver table's committed batches: every bronze row read once, as many rows
+    inserted as the table holds (a first run updates nothing), none late."""
+    land(orders, "a.json", [order(i, DAY + timedelta(minutes=7 * i)) for i in range(12)])
+    home = ["--home", str(orders.home)]
+    assert main([*home, "bronze", "orders"]) == 0
+    assert main([*home, "silver", "orders"]) == 0
+    rows = [
+        r
+        for r in read_metrics(orders.quality_metrics_path, "orders")
+        if r["table"] != "bronze_orders"
+    ]
+    for table in ("orders_store_hourly", "orders_store_sliding"):
+        silver = read_arrow(orders.silver_path(table)).to_pylist()
+        batches: dict[int, dict[str, float]] = {}
+        times: dict[int, datetime] = {}
+        for r in rows:
+            if r["table"] == table:
+                batches.setdefault(r["batch_id"], {})[r["metric"]] = r["value"]
+                times[r["batch_id"]] = r["batch_time"]
+        assert batches, table
+        assert sum(b["rows_in"] for b in batches.values()) == 12
+        assert sum(b["rows_inserted"] for b in batches.values()) == len(silver)
+        assert all(
+            b["rows_written"] == b["rows_inserted"] + b["rows_updated"] for b in batches.values()
+        )
+        assert [b["late_rows"] for b in batches.values()] == [0] * len(batches)
+        assert max(times.values()) == max(r["window_start"] for r in silver)
