@@ -50,6 +50,11 @@ Grain and trigger behaviour of `runoff_<dataset>` (the spec's `schedule`, `catch
   the DAG, task, run and the outcome's error line, POSTed as JSON by the HTTP provider's
   `HttpNotifier` to the Airflow connection `$RUNOFF_NOTIFY_CONN_ID` (default `runoff_notify`)
   when it exists, else logged as one error line.
+- A spec's `freshness` expectations become the DAG's deadline alert (`freshness_deadline`): a run
+  not finished within the smallest `max_age` after it was queued calls
+  `dags.notifier.freshness_deadline_missed` (run by the executor), which sends one message naming
+  the DAG, run, dataset and deadline the way a failed task's is sent. A spec without freshness
+  gets no deadline.
 
 The runoff home comes from the Airflow Variable `runoff_home`, else the `RUNOFF_HOME` environment
 variable, else `<repo>/.runoff`; it is read when a task renders its arguments (run time), except
@@ -72,10 +77,15 @@ import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import DAG, Param, TriggerRule, task
 
+# `airflow.sdk` exports these as well, but its type stub (`__init__.pyi`) does not list them.
+from airflow.sdk.definitions.callback import SyncCallback
+from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+
 from core.config import RunoffConfig
+from core.specs import DatasetSpec
 from dags.assets import dataset_assets, dataset_doc, maintenance_doc, publish_extras
 from dags.hooks import SPARK_POOL
-from dags.notifier import runoff_notifier
+from dags.notifier import freshness_deadline_missed, runoff_notifier
 from dags.operators import runoff_submit
 from dags.outcome import default_home, outcome_template, read_outcome, template_macros
 from delta_tables.catalog import Catalog
@@ -151,6 +161,37 @@ def data_intervals(schedule: str | None) -> Any:
     return CronDataIntervalTimetable(schedule, timezone="UTC")
 
 
+def freshness_deadline(spec: DatasetSpec) -> DeadlineAlert | None:
+    """The deadline alert of a dataset's DAG: its run must finish within the smallest `max_age`
+    of the spec's freshness expectations after the run was queued, else
+    `dags.notifier.freshness_deadline_missed` notifies; None when the spec declares no freshness.
+
+    The reference is the run's queued time, not its logical date. A scheduled run is queued when
+    its data interval ends, so its deadline is the interval's end + max_age: the interval's newest
+    data must be published while it is at most max_age old, what the freshness expectation asks
+    of the tables. A logical date is the interval's start (a day before the run for a daily
+    schedule, so a 2-hour deadline would be missed before the run began), is null for a manual run
+    (which then gets no deadline) and lies in the past for a backfill run.
+
+    The callback is a `SyncCallback` (the notification is synchronous, as `HttpNotifier` is):
+    Airflow stores it by its import path and the executor runs it, so the executor must run
+    callback workloads (`LocalExecutor` does).
+    """
+    ages = [(e.max_age_seconds, e) for e in spec.expectations if e.max_age_seconds is not None]
+    if not ages:
+        return None
+    seconds, tightest = min(ages, key=lambda age: age[0])
+    return DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=timedelta(seconds=seconds),
+        callback=SyncCallback(
+            freshness_deadline_missed,
+            kwargs={"dataset": spec.name, "table": tightest.table, "max_age": tightest.max_age},
+        ),
+        name=f"freshness of {spec.name}",
+    )
+
+
 def load_catalog(env: Mapping[str, str] | None = None) -> Catalog:
     """The catalog as the tasks will see it: home and `RUNOFF_DATASETS` of the environment."""
     env = os.environ if env is None else env
@@ -222,6 +263,7 @@ def build_dataset_dag(
             ),
         },
         user_defined_macros=_macros(),
+        deadline=freshness_deadline(spec),
     ) as dag:
 
         @task.branch(task_id="route", pool="default_pool")

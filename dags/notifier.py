@@ -1,10 +1,13 @@
-"""Failure notifications of runoff's tasks: `RunoffFailureNotifier` (`on_failure_callback`).
+"""Notifications of runoff's DAGs: a failed task (`RunoffFailureNotifier`, every task's
+`on_failure_callback`) and a missed freshness deadline (`freshness_deadline_missed`, the callback
+of a dataset DAG's deadline alert).
 
 Input: a failed task's callback context (DAG, task, run, exception) and its outcome file
-(`dags.outcome`). Output: one message naming the DAG, the task, the run and the outcome's error
-line, POSTed as JSON by the HTTP provider's `HttpNotifier` to the Airflow connection
-`$RUNOFF_NOTIFY_CONN_ID` (default `runoff_notify`) when it exists, else logged as one ERROR line
-(logger `dags.notifier`, the task log).
+(`dags.outcome`); or a missed deadline's context (the DAG run, the deadline's time) and the
+dataset's freshness expectation. Output: one message, POSTed as JSON by the HTTP provider's
+`HttpNotifier` to the Airflow connection `$RUNOFF_NOTIFY_CONN_ID` (default `runoff_notify`) when
+it exists, else logged as one ERROR line (logger `dags.notifier`: the task's log, or the
+callback's).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import BaseNotifier
@@ -35,6 +39,18 @@ def failure_message(
     return f"runoff: task {task_id} of DAG {dag_id} failed (run {run_id}): {reason}"
 
 
+def deadline_message(
+    dag_id: str, run_id: str, dataset: str, deadline: str, table: str, max_age: str
+) -> str:
+    """One line naming the DAG, the run, the dataset, the deadline and the freshness expectation
+    it comes from."""
+    return (
+        f"runoff: DAG {dag_id} missed its freshness deadline (run {run_id}): dataset {dataset} "
+        f"was not published by {deadline} (freshness of {table}: max_age {max_age} after the run "
+        "was queued)"
+    )
+
+
 def _connection_exists(conn_id: str) -> bool:
     from airflow.sdk import Connection
 
@@ -45,12 +61,36 @@ def _connection_exists(conn_id: str) -> bool:
     return True
 
 
+def _http_notifier(conn_id: str, payload: Mapping[str, Any]) -> BaseNotifier | None:
+    try:
+        from airflow.providers.http.notifications.http import HttpNotifier
+    except ImportError:
+        return None
+    if not _connection_exists(conn_id):
+        return None
+    return HttpNotifier(http_conn_id=conn_id, method="POST", json=dict(payload))
+
+
+def send(payload: Mapping[str, Any], conn_id: str | None = None) -> None:
+    """Deliver one notification: POST `payload` (its `message` is the text) as JSON through the
+    HTTP provider's `HttpNotifier` to the connection `conn_id` (default `$RUNOFF_NOTIFY_CONN_ID`,
+    else `runoff_notify`) when it exists and the provider is installed, else log the message as
+    one ERROR line."""
+    conn_id = conn_id or os.environ.get(NOTIFY_CONN_ENV) or DEFAULT_NOTIFY_CONN_ID
+    notifier = _http_notifier(conn_id, payload)
+    if notifier is None:
+        log.error("%s", payload["message"])
+        return
+    # `notify`, not `notifier(context)`: the message is literal text, never a template.
+    notifier.notify({})
+
+
 class RunoffFailureNotifier(BaseNotifier):
     """`on_failure_callback` of every runoff task: one message naming the DAG, the task, the run
     and the error line of the task's outcome file (`runoff --outcome`).
 
-    Delivery: when the Airflow connection `conn_id` (default `$RUNOFF_NOTIFY_CONN_ID`, else
-    `runoff_notify`) exists and apache-airflow-providers-http is installed, the provider's
+    Delivery (`send`): when the Airflow connection `conn_id` (default `$RUNOFF_NOTIFY_CONN_ID`,
+    else `runoff_notify`) exists and apache-airflow-providers-http is installed, the provider's
     `HttpNotifier` POSTs `{dag_id, task_id, run_id, message}` as JSON to it (its host, port,
     schema and, in its extra, `endpoint`); otherwise the message is logged as one error line.
     """
@@ -70,28 +110,49 @@ class RunoffFailureNotifier(BaseNotifier):
         message = failure_message(
             dag_id, task_id, run_id, read_outcome(path), context.get("exception")
         )
-        conn_id = self.conn_id or os.environ.get(NOTIFY_CONN_ENV) or DEFAULT_NOTIFY_CONN_ID
-        notifier = self._http_notifier(conn_id, dag_id, task_id, run_id, message)
-        if notifier is None:
-            log.error("%s", message)
-            return
-        # `notify`, not `notifier(context)`: the message is literal text, never a template.
-        notifier.notify(context)
-
-    @staticmethod
-    def _http_notifier(
-        conn_id: str, dag_id: str, task_id: str, run_id: str, message: str
-    ) -> BaseNotifier | None:
-        try:
-            from airflow.providers.http.notifications.http import HttpNotifier
-        except ImportError:
-            return None
-        if not _connection_exists(conn_id):
-            return None
         payload = {"dag_id": dag_id, "task_id": task_id, "run_id": run_id, "message": message}
-        return HttpNotifier(http_conn_id=conn_id, method="POST", json=payload)
+        send(payload, self.conn_id)
 
 
 def runoff_notifier(conn_id: str | None = None) -> RunoffFailureNotifier:
     """The failure notifier of runoff's tasks (`DEFAULT_ARGS["on_failure_callback"]`)."""
     return RunoffFailureNotifier(conn_id)
+
+
+def _utc_text(moment: object) -> str:
+    """A deadline's time as ISO-8601 UTC to the second; the scheduler hands it over as a datetime
+    or, once the callback's data went through JSON, as its ISO-8601 text."""
+    try:
+        when = moment if isinstance(moment, datetime) else datetime.fromisoformat(str(moment))
+    except ValueError:
+        return str(moment)
+    return when.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def freshness_deadline_missed(
+    context: Mapping[str, Any],
+    dataset: str,
+    table: str,
+    max_age: str,
+) -> None:
+    """The callback of a dataset DAG's freshness deadline (`dags.factory.freshness_deadline`), run
+    by the executor when a run has not finished by its deadline: one message naming the DAG, the
+    run, the dataset and the deadline, delivered like a failed task's (`send`), with `task_id`
+    null.
+
+    `context` is what the scheduler gives a deadline callback: `dag_run` (the run as the REST
+    API shows it: `dag_id`, `dag_run_id`, `run_type`, ...) and `deadline` (`deadline_time`).
+    A backfill run is not notified (one INFO line instead): a backfill queues all of its runs at
+    once and re-runs past intervals, so its runs' deadlines say nothing about a delivery.
+    """
+    dag_run = context.get("dag_run") or {}
+    dag_id = str(dag_run.get("dag_id") or f"runoff_{dataset}")
+    run_id = str(dag_run.get("dag_run_id") or dag_run.get("run_id"))
+    deadline = _utc_text((context.get("deadline") or {}).get("deadline_time"))
+    if dag_run.get("run_type") == "backfill":
+        log.info(
+            "runoff: backfill run %s of DAG %s passed its deadline %s", run_id, dag_id, deadline
+        )
+        return
+    message = deadline_message(dag_id, run_id, dataset, deadline, table, max_age)
+    send({"dag_id": dag_id, "task_id": None, "run_id": run_id, "message": message})
