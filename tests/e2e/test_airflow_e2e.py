@@ -27,6 +27,7 @@ tests/e2e/test_airflow_postgres.py.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -37,6 +38,7 @@ import tempfile
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -76,7 +78,10 @@ def airflow() -> Iterator[Airflow]:
     root = Path(tempfile.mkdtemp(prefix="runoff-airflow-e2e-"))
     home = root / "home"
     specs = root / "datasets"
-    write_orders(specs)
+    orders = write_orders(specs)
+    # A delivery due 20 seconds after a run is queued: its DAG's freshness deadline.
+    fresh = '  bronze:\n    - {expect: freshness, max_age: "20 seconds"}\n'
+    orders.write_text(orders.read_text().replace("  bronze:\n", fresh, 1))
     port = standalone.free_port()
     receiver = Receiver()  # the failure notifications' endpoint
     lineage = LineageReceiver()  # Airflow's OpenLineage events and runoff's
@@ -259,6 +264,28 @@ def test_airflow_runs_and_shows_runoff_events(airflow: Airflow, tmp_path: Path) 
     assert f"DAG {DAG_ID}" in body["message"] and "task bronze" in body["message"], body
     time.sleep(3)
     assert len(receiver.received) == 1, receiver.received
+
+    # -- a missed freshness deadline pages through the same connection ------------------------
+    # The user's `orders` has nothing landed: its bronze fails at once (no retry), and the run
+    # has not published when its deadline (queued + 20 s) passes.
+    user = dataclasses.replace(af, dag_id=USER_DAG_ID)
+    user.api("PATCH", f"/dags/{USER_DAG_ID}", {"is_paused": False})
+    late = user.api("POST", f"/dags/{USER_DAG_ID}/dagRuns", {"logical_date": None})["dag_run_id"]
+    assert user.wait_for_runs([late], timeout=RUN_TIMEOUT)[late] == "failed", user.explain(late)
+    received = receiver.wait_for(3, timeout=120)
+    bodies = sorted((b["task_id"] or "", b["run_id"], b["message"]) for _, _, b in received[1:])
+    queued = datetime.fromisoformat(user.run(late)["queued_at"])
+    due = (queued + timedelta(seconds=20)).astimezone(UTC).isoformat(timespec="seconds")
+    assert bodies[0] == (
+        "",
+        late,
+        f"runoff: DAG {USER_DAG_ID} missed its freshness deadline (run {late}): dataset orders "
+        f"was not published by {due} (freshness of bronze: max_age 20 seconds after the run was "
+        "queued)",
+    ), received
+    assert bodies[1][:2] == ("bronze", late) and "no landing directory" in bodies[1][2], received
+    time.sleep(3)
+    assert len(receiver.received) == 3, receiver.received
     af.passed = True
 
 
