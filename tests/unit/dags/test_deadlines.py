@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -140,13 +139,6 @@ def test_the_deadline_survives_serialization(fresh_dag: Any) -> None:
 
 
 # -- the callback -------------------------------------------------------------------------------
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    fake = Receiver()
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 def missed_context(run_type: str = "scheduled", deadline_time: object = DEADLINE_TIME) -> dict:

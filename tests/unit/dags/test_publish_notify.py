@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -164,13 +163,6 @@ def test_publish_announces_nothing_without_a_passed_validation(
 
 
 # -- the failure notifier ---------------------------------------------------------------------
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    fake = Receiver()
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 def failed_context(outcome_file: Path, task_id: str = "bronze") -> dict[str, Any]:
