@@ -608,13 +608,26 @@ def metric_charts(data: ReportData) -> list[Chart]:
     shares = metric_pivot(metrics, nulls)
     shares = shares.loc[:, (shares.fillna(0) > 0).any()]
     charts = []
-    for title, pivot, ylabel, prefix in (
-        (METRIC_TITLES[0], metric_pivot(metrics, ROW_METRICS), "rows", "metric-rows"),
-        (METRIC_TITLES[1], shares, "share of rows", "metric-nulls"),
-        (METRIC_TITLES[2], metric_pivot(metrics, [LAG_METRIC]), "seconds", "metric-lag"),
+    none = f"No bronze batch of {data.dataset} has been measured yet."
+    for title, pivot, ylabel, prefix, empty in (
+        (METRIC_TITLES[0], metric_pivot(metrics, ROW_METRICS), "rows", "metric-rows", none),
+        (
+            METRIC_TITLES[1],
+            shares,
+            "share of rows",
+            "metric-nulls",
+            f"No bronze column of {data.dataset} had a null in any batch.",
+        ),
+        (
+            METRIC_TITLES[2],
+            metric_pivot(metrics, [LAG_METRIC]),
+            "seconds",
+            "metric-lag",
+            f"No batch of {data.dataset} had rows for bronze.",
+        ),
     ):
         if pivot.empty or pivot.columns.empty:
-            charts.append(Chart(title, notes=(f"No batch of {data.dataset} has one.",)))
+            charts.append(Chart(title, notes=(empty,)))
             continue
         times = {
             str(column): pd.Index(flagged.loc[flagged["metric"] == column, "batch_time"])

@@ -445,19 +445,21 @@ def read_quality(path: Location, dataset: str) -> pd.DataFrame | None:
 
 
 def read_metrics_frame(path: Location, dataset: str) -> pd.DataFrame | None:
-    """The dataset's batch metrics (`quality.history.read_metrics`: table, run_id, batch_id,
-    metric, value, batch_time); None when there are none."""
-    from quality.history import read_metrics
+    """The dataset's batch metrics (table, run_id, batch_id, metric, value, batch_time: naive
+    UTC, in microseconds like the tables, so that any year of the calendar is kept); None when
+    there are none."""
+    from delta_tables.ops import read_rows
+    from quality.history import METRIC_KEY, METRICS_SCHEMA
 
     if not path.exists():
         return None
-    rows = read_metrics(path, dataset)
-    if not rows:
-        return None
     columns = ["table", "run_id", "batch_id", "metric", "value", "batch_time"]
-    frame = pd.DataFrame(rows, columns=columns)
+    rows = read_rows(path, METRICS_SCHEMA, METRIC_KEY, columns, {"dataset": dataset})
+    if not rows.num_rows:
+        return None
+    frame: pd.DataFrame = rows.to_pandas()
     frame["batch_time"] = naive_utc(frame["batch_time"])
-    return frame
+    return frame.sort_values(["batch_time", "batch_id"], kind="stable").reset_index(drop=True)
 
 
 def metric_pivot(metrics: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:

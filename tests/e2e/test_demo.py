@@ -71,10 +71,14 @@ def test_demo_runs_reports_and_is_idempotent(
     assert re.search(r"events\s+│\s+1,000\s+│\s+10\s+│\s+events_action_hourly", out), out
 
     # The report of a real run: one chart per silver measure (events: two tables, one measure
-    # each) and four run/quality charts; one point per hour on each action's line.
+    # each), four run/quality charts and the batches' rows, lag and silver rows (no column had
+    # a null: a note takes the place of that chart); one point per hour on each action's line.
     assert first.report == config.home / "reports" / "events.html"
     dom = dump_dom(first.report)
-    assert dom.count('<svg class="chart"') == 2 + 4
+    assert dom.count('<svg class="chart"') == 2 + 4 + 3
+    charts = re.findall(r'<svg class="chart" data-chart="(metric-[a-z]+)"', dom)
+    assert charts == ["metric-rows", "metric-lag", "metric-silver"]
+    assert "No bronze column of events had a null in any batch." in dom
     silver = re.search(r'<svg class="chart" data-chart="silver0".*?</svg>', dom, re.S)
     assert silver is not None
     lines = re.findall(
