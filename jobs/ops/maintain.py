@@ -102,8 +102,8 @@ def maintain_table(
 def maintain_shared(
     spark: SparkSession, name: str, path: Location, retention_hours: float, dataset: str, lock: Path
 ) -> TableMaintenance | None:
-    """Maintain a table every dataset appends to (the run ledger, the quality results history),
-    unless another `maintain` (of any dataset) is at it right now."""
+    """Maintain a table every dataset appends to (the run ledger, the quality results history,
+    the batch metrics), unless another `maintain` (of any dataset) is at it right now."""
     from core.errors import LockHeldError
     from delta_tables.writes import is_delta_table
 
@@ -154,6 +154,7 @@ def run_maintain(
         for name, path in (
             ("ops_runs", catalog.runs.path),
             ("quality_history", catalog.quality_results.path),
+            ("quality_metrics", catalog.quality_metrics.path),
         ):
             shared = maintain_shared(
                 spark, name, path, shared_retention, dataset, config.lock_path(path)

@@ -259,6 +259,33 @@ def test_maintain_compacts_the_quality_results_history(
     )
 
 
+@pytest.mark.spark
+def test_maintain_compacts_the_batch_metrics_and_keeps_their_rows(
+    spark: SparkSession, config: RunoffConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from datetime import UTC, datetime
+
+    from quality.history import MetricRow, append_metrics, read_metrics
+
+    path = config.quality_metrics_path
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    for i in range(3):
+        append_metrics(
+            path, [MetricRow(f"run{i}", "lines", "bronze_lines", i, "rows_in", i, at, at)]
+        )
+    assert (DeltaTable(str(path)).version(), len(DeltaTable(str(path)).file_uris())) == (2, 3)
+
+    assert cli(config.home, "maintain", "events") == 0
+
+    assert "maintain quality_metrics: files 3 -> 1, version 2 -> 3 (checkpoint written)" in (
+        capsys.readouterr().out
+    )
+    rows = read_metrics(path, "lines")
+    assert [(r["run_id"], r["batch_id"], r["value"]) for r in rows] == [
+        (f"run{i}", i, float(i)) for i in range(3)
+    ]
+
+
 def test_format_bytes() -> None:
     assert [format_bytes(n) for n in (0, 1023, 1024, 1536, 5 * 1024**2, 3 * 1024**3)] == [
         "0 B",
