@@ -180,11 +180,8 @@ class Gate:
                     column=config.kwargs.get("column"),
                 )
             )
-        self.checks.extend(checks)
         self.seconds += time.perf_counter() - started
-        failures = [c for c in checks if c.critical_failure]
-        if failures:
-            raise QualityCheckFailed(self.failure_message(failures))
+        self._keep(checks)
         return checks
 
     def check_history(
@@ -212,11 +209,15 @@ class Gate:
                     kind=HISTORY,
                 )
             )
+        self._keep(checks)
+        return checks
+
+    def _keep(self, checks: list[BatchCheck]) -> None:
+        """Keep a batch's checks; raise `QualityCheckFailed` when a critical one failed."""
         self.checks.extend(checks)
         failures = [c for c in checks if c.critical_failure]
         if failures:
             raise QualityCheckFailed(self.failure_message(failures))
-        return checks
 
     def _validate(self, frame: DataFrame, expectations: Sequence[Any], sample: int) -> list[Any]:
         """GX's results for `expectations` on `frame`, in their order, with at most `sample`

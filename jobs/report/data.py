@@ -10,6 +10,7 @@ validations against their start times, the quality gate's totals and the quarant
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from core.config import Location, RunoffConfig
-from core.specs import SilverSpec, interval_seconds
+from core.specs import HISTORY, SilverSpec, interval_seconds
 from delta_tables.catalog import Catalog
 from delta_tables.ledger import RUNS_SCHEMA, read_runs
 
@@ -30,9 +31,10 @@ WINDOW_START = "window_start"
 # The Data Docs site of `<home>/quality` (`quality.project.data_docs_index` is its index.html;
 # that module imports Great Expectations, which a report does not need).
 DATA_DOCS_SITE = Path("gx", "uncommitted", "data_docs", "local_site")
-# A history expectation's results row (`quality.gate.Gate.check_history`), and its metric.
-HISTORY_RESULT = "batch_metric_within_history(metric="
-HISTORY_METRIC = r"^batch_metric_within_history\(metric=([^,)]+)"
+# A history expectation's results row (`quality.gate.Gate.check_history`, named as
+# `quality.runner.describe_expectation` names it), and its metric.
+HISTORY_RESULT = f"{HISTORY.removeprefix('expect_')}(metric="
+HISTORY_METRIC = rf"^{re.escape(HISTORY_RESULT)}([^,)]+)"
 
 
 # -- the data a report is made of ----------------------------------------------------------------
