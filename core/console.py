@@ -8,6 +8,7 @@ printed ones while a block runs, on a terminal only (pipes and log files get the
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -40,10 +41,23 @@ def live_status(describe: Callable[[], str], refreshes_per_second: float = 4) ->
     On a terminal only, decided now from the stream the console writes to (`sys.stdout`, which
     `runoff serve` swaps for its client's): elsewhere nothing at all is written.
     """
-    if not console.is_terminal or console.is_dumb_terminal:
+    # One live line at a time: a block that starts while another thread's line is shown (`runoff
+    # run` of several datasets) prints its plain lines only.
+    if not console.is_terminal or console.is_dumb_terminal or not _live.acquire(blocking=False):
         yield
         return
+    try:
+        with _live_line(describe, refreshes_per_second):
+            yield
+    finally:
+        _live.release()
 
+
+_live = threading.Lock()
+
+
+@contextmanager
+def _live_line(describe: Callable[[], str], refreshes_per_second: float) -> Iterator[None]:
     def line() -> Text:
         try:
             text = Text(describe(), no_wrap=True, overflow="ellipsis", end="")

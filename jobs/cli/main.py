@@ -163,6 +163,23 @@ def _dataset_only(p: argparse.ArgumentParser) -> None:
     dataset_arg(p)
 
 
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", nargs="?", help="a dataset's name (`runoff check` lists them)")
+    p.add_argument(
+        "more",
+        nargs="*",
+        metavar="DATASET",
+        help="more datasets, run side by side in one driver (e.g. `runoff run events sensors`)",
+    )
+    p.add_argument("--all", action="store_true", help="run every declared dataset")
+    p.add_argument(
+        "--parallel",
+        type=positive_int,
+        metavar="N",
+        help="datasets run at once (default: half the cores, at least 2; e.g. --parallel 4)",
+    )
+
+
 def _backfill_args(p: argparse.ArgumentParser) -> None:
     dataset_arg(p)
     # A date is midnight UTC, so dates give whole days; times give any interval.
@@ -268,7 +285,11 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] 
     ),
     "silver": ("jobs.silver", "update the silver aggregates from bronze", _silver_args),
     "validate": ("jobs.ops.validate", "check tables with Great Expectations", _validate_args),
-    "run": ("jobs.ops.pipeline", "bronze, silver and validate in one go", _dataset_only),
+    "run": (
+        "jobs.ops.pipeline",
+        "bronze, silver and validate in one go, of one dataset or several side by side",
+        _run_args,
+    ),
     "backfill": (
         "jobs.backfill.job",
         "idempotent re-run of the interval [start, end): dates or ISO times",

@@ -10,18 +10,34 @@ A silver table built by another definition than its spec's stops the run before 
 Trigger: the streaming steps run with `availableNow` and stop when caught up. A step that fails
 stops the run (later steps do not run): a batch held back by a critical expectation (the quality
 gate) or a failed critical whole-table expectation (validate) exits 1 with its one-line message.
+
+`runoff run DATASET DATASET ...` (or `--all`) runs several datasets side by side in one driver,
+at most `--parallel` at once (`run_datasets`): each in its own thread and its own Spark session
+(`SparkSession.newSession`: its own SQL settings, so that one dataset's MERGE settings never
+reach another's), sharing the driver's cores and memory. Each dataset's steps record their
+ledger rows and print their lines as a run of that dataset alone does; a dataset that fails
+does not stop the others. The command exits with the worst exit code of its datasets (an
+interrupt: 130 or 143, then a configuration error: 2, then a failure: 1). Ctrl-C or SIGTERM
+stops every dataset's queries; each records `interrupted`, and the next run resumes them.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from core import interrupts
 from core.config import RunoffConfig
 from core.console import say
+from core.errors import ConfigError, RunoffError
 from delta_tables import definitions
 from delta_tables.catalog import Catalog
 from delta_tables.ledger import RunRecord
@@ -69,12 +85,122 @@ def run_pipeline(
     return PipelineResult(bronze, silver, validation, seconds)
 
 
+# Datasets run at once by default: two on a small machine, half the cores on a larger one
+# (each dataset's micro-batches use every core of a local driver while they compute).
+DEFAULT_PARALLEL = max(2, (os.cpu_count() or 2) // 2)
+
+
+@dataclass(frozen=True)
+class DatasetOutcome:
+    """How one dataset of a `runoff run` of several ended."""
+
+    dataset: str
+    exit_code: int
+    error: str | None
+    seconds: float
+
+
+def run_datasets(
+    spark: SparkSession,
+    config: RunoffConfig,
+    datasets: Sequence[str],
+    parallel: int = DEFAULT_PARALLEL,
+    report: Callable[[str], None] = say,
+) -> list[DatasetOutcome]:
+    """`run_pipeline` for each of `datasets`, at most `parallel` at once, each in its own thread
+    and Spark session. A dataset's failure is its outcome (and one line on stderr), not the
+    others'. Ctrl-C or SIGTERM stops them all, then raises as a run of one dataset does."""
+    from jobs.streaming.query import error_line
+
+    sessions: list[SparkSession] = []
+
+    def one(dataset: str) -> DatasetOutcome:
+        started = time.perf_counter()
+        session = spark.newSession()
+        sessions.append(session)
+        try:
+            result = run_pipeline(session, config, dataset, report=report)
+        except BaseException as exc:  # noqa: BLE001 - every dataset ends with an outcome
+            code = exit_code(exc)
+            error: str | None = "interrupted" if code > 2 else error_line(exc)
+        else:
+            passed = result.validation.passed
+            code, error = (0, None) if passed else (1, result.validation.failure_message())
+        if error is not None and code <= 2:  # an interrupt is the command's one line
+            print(f"runoff: error: {dataset}: {error}", file=sys.stderr, flush=True)
+        return DatasetOutcome(dataset, code, error, time.perf_counter() - started)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="runoff-run")
+    futures = [pool.submit(one, dataset) for dataset in datasets]
+    try:
+        while wait(futures, timeout=0.5).done != set(futures):
+            interrupts.check()  # a signal `runoff serve` delivered for its client
+        interrupts.check()  # the datasets saw it first: the command ends interrupted all the same
+    except KeyboardInterrupt:  # SIGINT, or SIGTERM (interrupts.Terminated): stop every dataset
+        interrupts.deliver(signal.SIGTERM if interrupts.received() else signal.SIGINT)
+        for future in futures:
+            future.cancel()
+        for session in list(sessions):
+            for query in session.streams.active:
+                with suppress(Exception):
+                    query.stop()
+        with suppress(Exception):
+            spark.sparkContext.cancelAllJobs()
+        wait(futures)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return [future.result() for future in futures]
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code a command that raised `exc` ends with (as `jobs.cli.main` decides it)."""
+    if interrupts.received():
+        return 128 + signal.SIGTERM
+    if isinstance(exc, KeyboardInterrupt) or interrupts.received(signal.SIGINT):
+        return 130
+    return exc.exit_code if isinstance(exc, RunoffError) else 1
+
+
+def datasets_to_run(config: RunoffConfig, args: argparse.Namespace) -> list[str]:
+    """The datasets `runoff run` names (or every declared one, `--all`); unknown or refused
+    ones are a ConfigError before anything runs."""
+    from delta_tables.catalog import Catalog
+
+    named = [d for d in (args.dataset, *args.more) if d is not None]
+    if bool(named) == bool(args.all):
+        raise ConfigError("name the datasets to run (e.g. `runoff run events sensors`) or --all")
+    catalog = Catalog.load(config)
+    if args.all:  # a refused spec's dataset too: it ends with its error (exit 2), not the others
+        return sorted({*catalog.names, *(path.stem for path in catalog.problems)})
+    for dataset in named:
+        catalog.spec(dataset)
+    return list(dict.fromkeys(named))
+
+
 def cmd_run(config: RunoffConfig, args: argparse.Namespace) -> int:
     from jobs.spark import get_spark
     from quality.runner import QualityCheckFailed
 
-    spark = get_spark(app_name=f"runoff-run-{args.dataset}", config=config)
-    result = run_pipeline(spark, config, args.dataset)
-    if not result.validation.passed:
-        raise QualityCheckFailed(result.validation.failure_message())
-    return 0
+    datasets = datasets_to_run(config, args)
+    if len(datasets) == 1 and not args.all:
+        spark = get_spark(app_name=f"runoff-run-{datasets[0]}", config=config)
+        result = run_pipeline(spark, config, datasets[0])
+        if not result.validation.passed:
+            raise QualityCheckFailed(result.validation.failure_message())
+        return 0
+    started = time.perf_counter()
+    spark = get_spark(app_name="runoff-run", config=config)
+    parallel = args.parallel or DEFAULT_PARALLEL
+    say(f"run: {len(datasets)} datasets, {min(parallel, len(datasets))} at a time")
+    outcomes = run_datasets(spark, config, datasets, parallel)
+    args.dataset = None
+    args.summary = {
+        "datasets": {o.dataset: {"exit_code": o.exit_code, "error": o.error} for o in outcomes}
+    }
+    ended = ", ".join(
+        f"{o.dataset} {'success' if o.exit_code == 0 else f'failed (exit {o.exit_code})'}"
+        for o in outcomes
+    )
+    say(f"run: {ended} in {time.perf_counter() - started:.1f} s")
+    return max(o.exit_code for o in outcomes)
