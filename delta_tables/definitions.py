@@ -68,9 +68,22 @@ def encoded(spec: SilverSpec) -> str:
     return json.dumps(definition(spec), sort_keys=True, separators=(",", ":"))
 
 
+def fingerprint(value: Mapping[str, Any]) -> str:
+    """A short hash of a definition (`definition`'s or a stored one), for ledger rows and asset
+    events: equal definitions, equal fingerprints."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def fingerprints(spec: DatasetSpec) -> dict[str, str]:
-    """A short hash of each silver table's definition, for the run ledger."""
-    return {s.table: hashlib.sha256(encoded(s).encode()).hexdigest()[:12] for s in spec.silver}
+    """The fingerprint of each silver table's definition in `spec`, for the run ledger."""
+    return {s.table: fingerprint(definition(s)) for s in spec.silver}
+
+
+def built_by(tables: Iterable[Table]) -> dict[str, str]:
+    """The fingerprint of the definition each existing table was built by (tables without one,
+    or not created yet, are left out)."""
+    return {t.name: fingerprint(value) for t in tables if (value := stored(t)) is not None}
 
 
 def stored(table: Table) -> dict[str, Any] | None:

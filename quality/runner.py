@@ -103,6 +103,9 @@ class ValidationReport:
     expectations: list[ExpectationOutcome] = field(default_factory=list)
     data_docs_path: Path | None = None
     seconds: float = 0.0
+    # The fingerprint of the definition each silver table was built by (`delta_tables.
+    # definitions`): what its validated rows mean.
+    definitions: dict[str, str] = field(default_factory=dict)
 
     @property
     def critical_failures(self) -> list[ExpectationOutcome]:
@@ -152,9 +155,12 @@ class ValidationReport:
         """The run as JSON-able data (what `runoff --outcome PATH validate` records).
 
         Per table: layer, status, versions (text), from/to version, rows and its expectations
-        passed / failed (critical) / warnings; then the totals, `quarantined_rows` (the rows the
-        quarantine table gained in the validated range: its `rows`; `quarantine` is its name,
-        the catalog's `quarantine_<dataset>` by default), `passed` and the Data Docs path.
+        passed / failed (critical) / warnings, and the fingerprint of the definition a silver
+        table was built by (`definition`; None for bronze tables, and before one is kept); then
+        the totals,
+        `quarantined_rows` (the rows the quarantine table gained in the validated range: its
+        `rows`; `quarantine` is its name, the catalog's `quarantine_<dataset>` by default),
+        `passed` and the Data Docs path.
         """
         quarantine = quarantine or f"quarantine_{self.dataset}"
 
@@ -175,6 +181,7 @@ class ValidationReport:
                 "to_version": t.to_version,
                 "rows": t.rows,
                 **counts(e for e in self.expectations if e.table == t.table),
+                "definition": self.definitions.get(t.table),
             }
             for t in self.tables
         }
@@ -333,6 +340,7 @@ def validate_dataset(
                 for e in report.expectations
             },
             "data_docs": str(report.data_docs_path) if report.data_docs_path else None,
+            "definitions": report.definitions,
         }
         if not report.passed:
             record.error = report.failure_message()
@@ -358,6 +366,7 @@ def _validate(
     now: datetime,
 ) -> ValidationReport:
     # GX and the dataset definitions are heavy imports: only a validate run pays for them.
+    from delta_tables import definitions
     from delta_tables.catalog import Catalog
     from quality import history, increments, project
     from quality.suites import checked_tables
@@ -366,6 +375,7 @@ def _validate(
     results = catalog.quality_results.path
     started = time.monotonic()
     report = ValidationReport(run_id=record.run_id, dataset=dataset, layers=layers, full=full)
+    report.definitions = definitions.built_by(catalog.tables(dataset).silver)
     marks = history.last_validated(results, dataset)
     work: list[_Work] = []
     history_rows: list[history.ResultRow] = []

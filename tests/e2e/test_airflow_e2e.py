@@ -45,6 +45,8 @@ import pytest
 
 from core.config import RunoffConfig
 from dags import standalone
+from delta_tables import definitions
+from delta_tables.catalog import Catalog
 from tests import expected
 from tests.airflow_api import (
     DAG_ID,
@@ -340,6 +342,12 @@ def assert_published(af: Airflow, run_id: str, config: RunoffConfig) -> None:
     assert (hourly["layer"], hourly["status"]) == ("silver", "validated"), hourly
     assert hourly["rows"] > 0 and hourly["expectations_passed"] > 0, hourly
     assert isinstance(hourly["to_version"], int) and hourly["versions"], hourly
+    # each silver event names the definition that built its table, as the table keeps it
+    catalog = Catalog.load(config)
+    built = definitions.built_by(catalog.tables("events").silver)
+    assert built == definitions.fingerprints(catalog.spec("events"))
+    for table in expected.SILVER_TABLES["events"]:
+        assert events[table]["extra"]["definition"] == built[table], events[table]
     # The validate outcome file publish read, where dags.outcome.outcome_path puts it.
     home = Path(af.env["RUNOFF_HOME"])
     outcome = json.loads(

@@ -22,6 +22,7 @@ from tests.receiver import Receiver
 pytestmark = pytest.mark.airflow
 
 RUN_ID = "manual__2024-01-02T05:00:00+00:00"
+HOURLY = "3f2a9c0d1e4b"  # the fingerprint of the definition that built events_action_hourly
 EXPECTATION = "column_values_to_be_in_set(action, value_set=[Open, Close])"
 GATE_ERROR = (
     "runoff: error: critical expectation failed on bronze_events in batch 0: "
@@ -49,12 +50,13 @@ def validate_outcome(docs: str | None = "/home/q/gx/index.html") -> dict[str, An
     tables = {
         "bronze_events": table("bronze", "1..2", 1, 2, 150),
         "quarantine_events": table("bronze", "1..2", 1, 2, 6),
-        "events_action_hourly": table("silver", "0..3", 0, 3, 40),
-        # a table validate had nothing new for
+        "events_action_hourly": {**table("silver", "0..3", 0, 3, 40), "definition": HOURLY},
+        # a table validate had nothing new for, and without a stored definition
         "events_action_sliding": {
             **table("silver", "5", 5, 5, 0),
             "status": "no new data",
             "from_version": None,
+            "definition": None,
         },
     }
     return {
@@ -135,6 +137,9 @@ def test_publish_sets_every_outlet_events_extra(dag: Any, tmp_path: Path) -> Non
     ) == (0, 3)
     assert extra["events_action_sliding"]["status"] == "no new data"
     assert extra["events_action_sliding"]["from_version"] is None
+    assert extra["events_action_hourly"]["definition"] == HOURLY
+    assert extra["events_action_sliding"]["definition"] is None
+    assert "definition" not in extra["bronze_events"]
     json.dumps(extra)  # an event's extra must be JSON
 
 

@@ -11,6 +11,7 @@ make is invisible to another's.
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 from pathlib import Path
@@ -19,7 +20,9 @@ from typing import Any
 import pytest
 
 from core.config import RunoffConfig
+from delta_tables import definitions
 from delta_tables.arrow import read_arrow
+from delta_tables.catalog import Catalog
 from delta_tables.ledger import read_runs
 from delta_tables.writes import table_version
 from jobs.cli.main import main
@@ -69,6 +72,11 @@ def test_datasets_run_side_by_side_each_with_its_own_tables_ledger_and_outcome(
             ("validate", "success"),
         ]
         assert f"run {dataset}: bronze " in out
+        # the silver and validate rows say which definition built the silver tables
+        fingerprints = definitions.fingerprints(Catalog.load(config).spec(dataset))
+        silver_row, validate_row = read_runs(config.runs_path, dataset)[1:3]
+        assert json.loads(silver_row["details"])["definitions"] == fingerprints
+        assert json.loads(validate_row["details"])["definitions"] == fingerprints
     assert "run: 2 datasets, 2 at a time" in out
     assert "run: events success, lines success in " in out
 

@@ -32,6 +32,7 @@ SUMMARY_TABLE_KEYS = {
     "expectations_passed",
     "expectations_failed",
     "warnings",
+    "definition",
 }
 
 
@@ -153,6 +154,7 @@ def report(*, critical_failure: bool = False, docs: Path | None = None) -> Valid
             outcome("events_action_hourly", "freshness(max_age=1)", "critical", True),
         ],
         data_docs_path=docs,
+        definitions={"events_action_hourly": "3f2a9c0d1e4b"},
     )
 
 
@@ -169,6 +171,7 @@ def test_validation_report_summary_shape(tmp_path: Path) -> None:
         "expectations_passed": 1,
         "expectations_failed": 0,
         "warnings": 1,
+        "definition": None,  # bronze keeps no definition
     }
     assert summary["tables"]["events_action_hourly"] == {
         "layer": "silver",
@@ -180,6 +183,7 @@ def test_validation_report_summary_shape(tmp_path: Path) -> None:
         "expectations_passed": 1,
         "expectations_failed": 0,
         "warnings": 0,
+        "definition": "3f2a9c0d1e4b",  # the fingerprint of what built the table
     }
     for table in summary["tables"].values():
         assert set(table) == SUMMARY_TABLE_KEYS
