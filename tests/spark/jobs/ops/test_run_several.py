@@ -89,7 +89,8 @@ def test_datasets_run_side_by_side_each_with_its_own_tables_ledger_and_outcome(
 
     for dataset in ("activity", "sensors"):  # the other seed datasets: nothing landed yet
         Path(config.landing_dir(dataset)).mkdir(parents=True)
-    assert cli(config.home, "run", "--all", "--parallel", "2") == 1
+    outcome = tmp_path / "outcome.json"
+    assert cli(config.home, "--outcome", str(outcome), "run", "--all", "--parallel", "2") == 1
     captured = capsys.readouterr()
     errors = captured.err.splitlines()
     assert [e.split(": critical expectation")[0] for e in errors] == [
@@ -97,6 +98,15 @@ def test_datasets_run_side_by_side_each_with_its_own_tables_ledger_and_outcome(
     ], captured.err
     assert "column_values_to_be_in_set(action, value_set=[Open, Close])" in errors[0]
     assert "events failed (exit 1)" in captured.out
+    recorded = json.loads(outcome.read_text())
+    assert (recorded["command"], recorded["dataset"], recorded["exit_code"]) == ("run", None, 1)
+    assert {d: o["exit_code"] for d, o in recorded["summary"]["datasets"].items()} == {
+        "activity": 0,
+        "events": 1,
+        "lines": 0,
+        "sensors": 0,
+    }
+    assert recorded["summary"]["datasets"]["events"]["error"] in errors[0]
     assert "lines success" in captured.out
     assert table_version(config.bronze_path("events")) == events_bronze
     assert_exact(config, "lines", aside)
