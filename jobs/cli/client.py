@@ -1,20 +1,25 @@
 """The client side of `runoff serve`: run one command in a server's warm Spark driver.
 
 Input: the CLI's arguments and `RUNOFF_SERVER` (or `--server`), the path of the server's Unix
-socket. Output: what the command prints, relayed line by line, and its exit code. The request
-carries the client's working directory and its `RUNOFF_*` variables, so the command sees what a
-local run would see. Ctrl-C and SIGTERM are passed on: the server stops the command as a local
-run stops, and the client exits with the same one line and code (130, 143). A client that dies
-takes its command with it (the server stops a command whose client is gone). Nothing of Spark
-is imported here: a client starts in a fraction of a second.
+socket, or `tcp://host:port` for a server's TCP address (`runoff serve --listen`), which also
+needs `RUNOFF_SERVER_SECRET`. Output: what the command prints, relayed line by line, and its
+exit code. The request carries the client's working directory and its `RUNOFF_*` variables
+(not the secret), so the command sees what a local run would see. Ctrl-C and SIGTERM are passed
+on: the server stops the command as a local run stops, and the client exits with the same one
+line and code (130, 143). A client that dies takes its command with it (the server stops a
+command whose client is gone). Nothing of Spark is imported here: a client starts in a fraction
+of a second.
 
-Frames are JSON objects, one per line. Client to server: the request
-`{"argv", "cwd", "env", "terminal", "columns"}`, then `{"signal": N}` at most twice. Server to
-client: `{"out": text}`, `{"err": text}`, then `{"exit": code}`.
+Frames are JSON objects, one per line. Over TCP the server speaks first: `{"challenge": nonce}`.
+Client to server: the request `{"argv", "cwd", "env", "terminal", "columns"}` (over TCP with
+`"auth"`: HMAC-SHA256 of the nonce under the shared secret), then `{"signal": N}` at most
+twice. Server to client: `{"out": text}`, `{"err": text}`, then `{"exit": code}`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import signal
@@ -29,6 +34,11 @@ from typing import Any, TextIO
 from core.errors import ConfigError
 
 SERVER_ENV = "RUNOFF_SERVER"
+# The shared secret of a server's TCP address (`runoff serve --listen`): read from the environment
+# by the server and its clients, never sent: the client answers the server's challenge with
+# HMAC-SHA256(secret, challenge).
+SECRET_ENV = "RUNOFF_SERVER_SECRET"
+TCP_SCHEME = "tcp://"
 # The variables a request carries, which the command in the server sees in place of the server's:
 # runoff's own and OpenLineage's (where lineage goes, and the Airflow task as parent run).
 BORROWED_PREFIXES = ("RUNOFF_", "OPENLINEAGE_")
@@ -86,6 +96,46 @@ def connect(path: Path) -> socket.socket:
     return sock
 
 
+def tcp_address(server: str) -> tuple[str, int] | None:
+    """(host, port) of a `tcp://host:port` server; None for a Unix socket's path."""
+    if not server.startswith(TCP_SCHEME):
+        return None
+    host, _, port = server.removeprefix(TCP_SCHEME).rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(
+            f"{SERVER_ENV}={server}: expected tcp://HOST:PORT, e.g. tcp://runoff:7079"
+        )
+    return host.strip("[]"), int(port)
+
+
+def answer(challenge: str, secret: str) -> str:
+    """The proof of the secret for one challenge (HMAC-SHA256, hex)."""
+    return hmac.new(secret.encode(), challenge.encode(), hashlib.sha256).hexdigest()
+
+
+def connect_tcp(server: str, env: Mapping[str, str]) -> tuple[socket.socket, str]:
+    """A connection to a server's TCP address and the answer to its challenge; a one-line
+    ConfigError naming the remedy when it cannot be reached or no secret is set."""
+    host, port = tcp_address(server) or ("", 0)
+    secret = env.get(SECRET_ENV)
+    if not secret:
+        raise ConfigError(f"set {SECRET_ENV} (the server's secret) to use the server at {server}")
+    try:
+        sock = socket.create_connection((host, port), timeout=30)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot reach the runoff server at {server} ({exc.strerror or exc}): start it with "
+            f"`runoff serve --listen {host}:{port}`, or unset {SERVER_ENV} to run here"
+        ) from None
+    try:
+        challenge = next(frames(sock, limit=1024)).get("challenge")
+    except (OSError, ValueError, StopIteration):
+        sock.close()
+        raise ConfigError(f"the runoff server at {server} sent no challenge") from None
+    sock.settimeout(None)
+    return sock, answer(str(challenge), secret)
+
+
 def request(argv: Sequence[str], env: Mapping[str, str], stdout: TextIO) -> dict[str, Any]:
     """What the server needs to run `argv` as this process would."""
     columns = env.get("COLUMNS")
@@ -95,7 +145,9 @@ def request(argv: Sequence[str], env: Mapping[str, str], stdout: TextIO) -> dict
         "argv": list(argv),
         "cwd": os.getcwd(),
         "env": {
-            k: v for k, v in env.items() if k.startswith(BORROWED_PREFIXES) and k != SERVER_ENV
+            k: v
+            for k, v in env.items()
+            if k.startswith(BORROWED_PREFIXES) and k not in (SERVER_ENV, SECRET_ENV)
         },
         "terminal": stdout.isatty(),
         "columns": int(columns) if columns and columns.isdigit() else None,
@@ -130,21 +182,26 @@ class Forwarder:
 
 
 def run_remote(
-    server: Path,
+    server: Path | str,
     argv: Sequence[str],
     env: Mapping[str, str] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
 ) -> int:
-    """Run `runoff <argv>` in the server at `server`; its exit code."""
+    """Run `runoff <argv>` in the server at `server` (a Unix socket's path, or `tcp://host:port`);
+    its exit code."""
     env = os.environ if env is None else env
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    sock = connect(server)
+    proof: dict[str, str] = {}
+    if isinstance(server, str) and tcp_address(server):
+        sock, proof["auth"] = connect_tcp(server, env)
+    else:
+        sock = connect(Path(server))
     forwarder = Forwarder(sock)
     try:
         with forwarder.installed():
-            send(sock, request(argv, env, stdout))
+            send(sock, {**request(argv, env, stdout), **proof})
             for frame in frames(sock):
                 if "out" in frame:
                     stdout.write(frame["out"])

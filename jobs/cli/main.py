@@ -269,6 +269,13 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         help="the Unix socket to listen on (default <home>/run/runoff.sock; clients set "
         "RUNOFF_SERVER to it, e.g. --socket /tmp/runoff.sock)",
     )
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="also listen on this TCP address (PORT alone: loopback), for clients that set "
+        "RUNOFF_SERVER=tcp://HOST:PORT and the server's RUNOFF_SERVER_SECRET (e.g. --listen "
+        "127.0.0.1:7079)",
+    )
 
 
 COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
@@ -417,8 +424,9 @@ def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
         "--server",
         default=default,
         metavar="SOCKET",
-        help="run Spark commands in the `runoff serve` server listening on SOCKET (else "
-        "$RUNOFF_SERVER; e.g. --server .runoff/run/runoff.sock)",
+        help="run Spark commands in the `runoff serve` server listening on SOCKET, or on "
+        "tcp://HOST:PORT with $RUNOFF_SERVER_SECRET (else $RUNOFF_SERVER; e.g. --server "
+        ".runoff/run/runoff.sock)",
     )
 
 
@@ -452,14 +460,15 @@ def is_served(args: argparse.Namespace) -> bool:
     )
 
 
-def server_socket(args: argparse.Namespace, env: Mapping[str, str]) -> Path | None:
-    """The server to run this command in (`--server`, else `RUNOFF_SERVER`), if any."""
-    from jobs.cli.client import SERVER_ENV
+def server_socket(args: argparse.Namespace, env: Mapping[str, str]) -> Path | str | None:
+    """The server to run this command in (`--server`, else `RUNOFF_SERVER`), if any: a Unix
+    socket's path, or a `tcp://host:port` address."""
+    from jobs.cli.client import SERVER_ENV, TCP_SCHEME
 
     raw = args.server or env.get(SERVER_ENV)
     if not raw or not is_served(args):
         return None
-    return Path(raw).expanduser().absolute()
+    return raw if raw.startswith(TCP_SCHEME) else Path(raw).expanduser().absolute()
 
 
 def main(argv: Sequence[str] | None = None, served: bool = False) -> int:

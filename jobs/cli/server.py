@@ -1,7 +1,8 @@
 """`runoff serve`: one long-lived Spark driver that runs the CLI's Spark commands for clients.
 
-Input: requests on a Unix socket (`--socket`, default `<home>/run/runoff.sock`) from `runoff`
-clients that have `RUNOFF_SERVER` set (`jobs.cli.client`), e.g. Airflow's tasks under `make
+Input: requests on a Unix socket (`--socket`, default `<home>/run/runoff.sock`), and with
+`--listen HOST:PORT` on TCP from clients that prove `RUNOFF_SERVER_SECRET` (`TcpListener`), from
+`runoff` clients that have `RUNOFF_SERVER` set (`jobs.cli.client`), e.g. Airflow's tasks under `make
 airflow`. Output: each command run in this process, with this process's SparkSession, exactly as
 the CLI runs it locally (`jobs.cli.main.main`), its output relayed to the client as it is printed.
 Commands run one at a time; each borrows the client's `RUNOFF_*` and `OPENLINEAGE_*` variables,
@@ -11,9 +12,11 @@ working directory and terminal for its run. Design, protocol and limits: docs/se
 from __future__ import annotations
 
 import argparse
+import hmac
 import io
 import logging
 import os
+import secrets
 import signal
 import socket
 import socketserver
@@ -30,7 +33,15 @@ from core import interrupts
 from core.config import RunoffConfig
 from core.console import console, say
 from core.errors import ConfigError, LockHeldError
-from jobs.cli.client import BORROWED_PREFIXES, SERVER_ENV, address, frames, send
+from jobs.cli.client import (
+    BORROWED_PREFIXES,
+    SECRET_ENV,
+    SERVER_ENV,
+    address,
+    answer,
+    frames,
+    send,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -178,12 +189,33 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
                 command.running = False
 
 
+class TcpListener(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    """The server's TCP address (`--listen`): the same commands as its Unix socket, for clients
+    that prove the shared secret (`RUNOFF_SERVER_SECRET`) by answering a fresh challenge."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], server: Server, secret: str) -> None:
+        self.runner = server
+        self.secret = secret
+        self.request_timeout = server.request_timeout
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.address_family = family
+        super().__init__(address, Handler)
+
+
 class Handler(socketserver.StreamRequestHandler):
-    server: Server
+    server: Server | TcpListener
 
     def handle(self) -> None:
         sock: socket.socket = self.request
         sock.settimeout(self.server.request_timeout)
+        challenge = secrets.token_hex(16)
+        secret = getattr(self.server, "secret", None)
+        if secret is not None:
+            with suppress(OSError):
+                send(sock, {"challenge": challenge})
         incoming = frames(sock, limit=MAX_REQUEST_BYTES)
         try:
             request = next(incoming)
@@ -194,12 +226,18 @@ class Handler(socketserver.StreamRequestHandler):
             reason = "no request in time" if isinstance(exc, TimeoutError) else str(exc)
             self._refuse(sock, reason)
             return
+        if secret is not None and not hmac.compare_digest(
+            str(request.get("auth") or ""), answer(challenge, secret)
+        ):
+            log.warning("runoff server: refused a TCP client without the secret")
+            self._refuse(sock, f"wrong or missing secret ({SECRET_ENV})")
+            return
         command = Command([str(a) for a in request.get("argv") or []])
         watcher = threading.Thread(
             target=self._watch, args=(incoming, command), name="runoff-client", daemon=True
         )
         watcher.start()
-        server = self.server
+        server = self.runner
         if not server.turn.acquire(blocking=False):
             waiting_for = server.current
             note = f" ({waiting_for})" if waiting_for else ""
@@ -218,6 +256,11 @@ class Handler(socketserver.StreamRequestHandler):
             server.turn.release()
         with suppress(OSError):
             send(sock, {"exit": code})
+
+    @property
+    def runner(self) -> Server:
+        """The server that runs the command, whichever of its listeners took the request."""
+        return self.server if isinstance(self.server, Server) else self.server.runner
 
     def _refuse(self, sock: socket.socket, reason: str) -> None:
         """Answer with one error and exit code 2. What the client still sends is read and
@@ -242,11 +285,11 @@ class Handler(socketserver.StreamRequestHandler):
             for frame in incoming:
                 signum = frame.get("signal")
                 if signum in (signal.SIGINT, signal.SIGTERM):
-                    self.server.cancel(command, int(signum))
+                    self.runner.cancel(command, int(signum))
         except (OSError, ValueError):
             pass
-        if not command.signals and (command.running or self.server.current is not command):
-            self.server.cancel(command, signal.SIGTERM)
+        if not command.signals and (command.running or self.runner.current is not command):
+            self.runner.cancel(command, signal.SIGTERM)
 
 
 # -- what a command borrows from the process -------------------------------------------------
@@ -335,17 +378,60 @@ def prepare_socket(path: Path) -> None:
     raise LockHeldError(f"a runoff server is already listening on {path}")
 
 
+def listen_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (or `PORT`: loopback) of `--listen`; a ConfigError otherwise."""
+    host, _, port = text.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--listen {text}: expected HOST:PORT or PORT, e.g. 127.0.0.1:7079")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def server_secret(env: Mapping[str, str]) -> str:
+    """The TCP address's shared secret, from the environment only (a command line is readable
+    by every local user)."""
+    secret = env.get(SECRET_ENV, "")
+    if len(secret) < MIN_SECRET_CHARS:
+        raise ConfigError(
+            f"--listen needs {SECRET_ENV} in the environment, at least {MIN_SECRET_CHARS} "
+            "characters (e.g. from `python -c 'import secrets; print(secrets.token_hex(32))'`); "
+            "clients set the same"
+        )
+    return secret
+
+
+MIN_SECRET_CHARS = 16
+
+
 def cmd_serve(config: RunoffConfig, args: argparse.Namespace) -> int:
     path = Path(args.socket).expanduser().absolute() if args.socket else default_socket(config)
+    listen = listen_address(args.listen) if args.listen else None
+    secret = server_secret(os.environ) if listen else ""
     prepare_socket(path)
     server = Server(path, config)
-    say(f"runoff: starting Spark for the server on {path} (clients: {SERVER_ENV}={path})")
+    tcp: TcpListener | None = None
+    if listen:
+        try:
+            tcp = TcpListener(listen, server, secret)
+        except OSError as exc:
+            server.server_close()
+            path.unlink(missing_ok=True)
+            raise ConfigError(f"cannot listen on {args.listen}: {exc.strerror or exc}") from None
+        threading.Thread(
+            target=tcp.serve_forever, kwargs={"poll_interval": 0.5}, name="runoff-tcp", daemon=True
+        ).start()
+    clients = f"{SERVER_ENV}={path}" + (
+        f", or {SERVER_ENV}=tcp://{listen[0]}:{listen[1]} with {SECRET_ENV}" if listen else ""
+    )
+    say(f"runoff: starting Spark for the server on {path} (clients: {clients})")
     try:
         server.start_spark()
         server.serve_forever(poll_interval=0.5)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
         pass
     finally:
+        if tcp is not None:
+            tcp.shutdown()
+            tcp.server_close()
         server.stop()
     say("runoff: server stopped")
     return 0

@@ -8,7 +8,9 @@ by its pid at the end); each test drives it with `runoff` clients (real processe
 from __future__ import annotations
 
 import os
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -29,6 +31,8 @@ from tests.terminal import run_on_terminal, screen_lines
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
+# The TCP address's shared secret, made for this module's server.
+SECRET = secrets.token_hex(32)
 START_TIMEOUT = 240.0
 RUN_TIMEOUT = 300.0
 RESUME = "the next run resumes from the checkpoint"
@@ -39,10 +43,13 @@ class Server:
     socket: Path
     process: subprocess.Popen[bytes]
     log: Path
+    tcp: str  # its TCP address, tcp://127.0.0.1:PORT (`--listen`)
 
-    def env(self) -> dict[str, str]:
+    def env(self, server: str | None = None, secret: str | None = None) -> dict[str, str]:
+        """A client's environment: the Unix socket, or `server` (with `secret`, if any)."""
         clean = {k: v for k, v in os.environ.items() if not k.startswith("RUNOFF_")}
-        return {**clean, "PYTHONPATH": str(REPO_ROOT), "RUNOFF_SERVER": str(self.socket)}
+        env = {**clean, "PYTHONPATH": str(REPO_ROOT), "RUNOFF_SERVER": server or str(self.socket)}
+        return env if secret is None else {**env, "RUNOFF_SERVER_SECRET": secret}
 
     def command(self, home: Path, *args: str) -> list[str]:
         return [sys.executable, "-m", "jobs.cli", "--home", str(home), *args]
@@ -76,7 +83,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     log = root / "serve.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNOFF_")}
     env.update({"PYTHONPATH": str(REPO_ROOT), "RUNOFF_SPARK_MASTER": "local[2]"})
+    env["RUNOFF_SERVER_SECRET"] = SECRET
+    with socket.socket() as probe:  # a free port on loopback
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     argv = ["--home", str(root / "home"), "serve", "--socket", str(socket_path)]
+    argv += ["--listen", f"127.0.0.1:{port}"]
     process = subprocess.Popen(
         [sys.executable, "-m", "jobs.cli", *argv],
         cwd=REPO_ROOT,
@@ -91,7 +103,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             assert process.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.5)
-        yield Server(socket_path, process, log)
+        yield Server(socket_path, process, log, f"tcp://127.0.0.1:{port}")
         # SIGTERM stops it: Spark stopped, socket removed, exit 0.
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=120) == 0, log.read_text()[-3000:]
@@ -125,6 +137,43 @@ def test_a_pipeline_through_the_server_holds_exactly_the_landed_rows(
     again = server.run(config.home, "run", "events")
     assert again.returncode == 0, again.stderr
     assert snapshot_tables(config, "events") == tables
+
+
+def test_a_tcp_client_with_the_secret_is_served_and_one_without_is_refused(
+    server: Server, tmp_path: Path
+) -> None:
+    """`--listen`: a client naming tcp://127.0.0.1:PORT with the server's secret runs its
+    command in the server exactly as a Unix socket's client does; without the secret, or with
+    another, it is refused in one line (exit 2) and nothing is written."""
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    files = land(config, "events", files=2, seed=12)
+    for secret in (None, "another-secret-of-enough-length"):
+        refused = subprocess.run(
+            server.command(config.home, "bronze", "events"),
+            cwd=REPO_ROOT,
+            env=server.env(server.tcp, secret),
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+            check=False,
+        )
+        assert refused.returncode == 2, refused.stderr
+        assert len(refused.stderr.splitlines()) == 1, refused.stderr
+        assert "RUNOFF_SERVER_SECRET" in refused.stderr
+        assert not config.bronze_path("events").exists()
+    served = subprocess.run(
+        server.command(config.home, "bronze", "events"),
+        cwd=REPO_ROOT,
+        env=server.env(server.tcp, SECRET),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    assert served.returncode == 0, served.stderr
+    assert_tables_hold_exactly(config, "events", files)
+    assert [r["layer"] for r in read_runs(config.runs_path)] == ["bronze"]
+    assert SECRET not in server.log.read_text(errors="replace")
 
 
 def test_exit_codes_through_the_server_are_the_documented_ones(

@@ -109,3 +109,76 @@ def test_commands_that_are_not_served_are_refused_and_the_server_stays_free(
         assert frames_[-1] == {"exit": 2}, frames_
         assert text.startswith(f"runoff: error: `runoff {argv[0]}` is not run by a server"), text
         assert server.current is None and not server.turn.locked()
+
+
+# -- the TCP address ----------------------------------------------------------------------------
+SECRET = "s3cret-for-this-test-only-0123456789"
+
+
+@pytest.fixture
+def tcp(server: served.Server) -> Iterator[str]:
+    """The server's TCP address on loopback (a free port), as clients name it."""
+    listener = served.TcpListener(("127.0.0.1", 0), server, SECRET)
+    thread = threading.Thread(target=listener.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        host, port = listener.server_address[:2]
+        yield f"tcp://{host}:{port}"
+    finally:
+        listener.shutdown()
+        thread.join()
+        listener.server_close()
+
+
+def test_a_tcp_client_with_the_secret_is_served_and_one_without_is_refused(
+    server: served.Server, tcp: str
+) -> None:
+    import io
+
+    from core.errors import ConfigError
+    from jobs.cli.client import SECRET_ENV, run_remote, tcp_address
+
+    out, err = io.StringIO(), io.StringIO()
+    assert run_remote(tcp, ["--version"], env={SECRET_ENV: SECRET}, stdout=out, stderr=err) == 0
+    assert out.getvalue().startswith("runoff ") and err.getvalue() == ""
+
+    out, err = io.StringIO(), io.StringIO()
+    wrong = {SECRET_ENV: "another-secret-of-enough-length"}
+    assert run_remote(tcp, ["--version"], env=wrong, stdout=out, stderr=err) == 2
+    assert out.getvalue() == ""
+    assert err.getvalue() == (
+        f"runoff: error: the server refused the request: wrong or missing secret ({SECRET_ENV})\n"
+    )
+    with pytest.raises(ConfigError, match=f"set {SECRET_ENV}"):
+        run_remote(tcp, ["--version"], env={}, stdout=out, stderr=err)
+
+    # A raw client: the challenge comes first; a request without its answer is refused, and so
+    # is the answer to another challenge (a replay).
+    host, port = tcp_address(tcp) or ("", 0)
+    for auth in (None, "0" * 64):
+        with socket.create_connection((host, port), timeout=30) as sock:
+            challenge = next(frames(sock, limit=1024))["challenge"]
+            assert len(challenge) == 32
+            send(sock, {"argv": ["--version"], "cwd": "/", "env": {}, "auth": auth})
+            assert answer(sock) == refusal(f"wrong or missing secret ({SECRET_ENV})")
+    assert server.current is None and not server.turn.locked()
+
+
+def test_the_secret_never_travels_and_is_required_to_listen() -> None:
+    import io
+
+    from core.errors import ConfigError
+    from jobs.cli.client import SECRET_ENV, request
+
+    env = {SECRET_ENV: SECRET, "RUNOFF_HOME": "/h", "RUNOFF_SERVER": "tcp://a:1"}
+    assert request(["bronze", "events"], env, io.StringIO())["env"] == {"RUNOFF_HOME": "/h"}
+    for bad in ({}, {SECRET_ENV: "short"}):
+        with pytest.raises(ConfigError, match=f"--listen needs {SECRET_ENV}"):
+            served.server_secret(bad)
+    assert served.server_secret({SECRET_ENV: SECRET}) == SECRET
+    assert served.listen_address("7079") == ("127.0.0.1", 7079)
+    assert served.listen_address("0.0.0.0:7079") == ("0.0.0.0", 7079)
+    assert served.listen_address("[::1]:7079") == ("::1", 7079)
+    for bad_address in ("host", "host:0", "host:port", "1:99999"):
+        with pytest.raises(ConfigError, match="expected HOST:PORT"):
+            served.listen_address(bad_address)
