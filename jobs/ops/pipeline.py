@@ -165,14 +165,15 @@ def exit_code(exc: BaseException) -> int:
 def datasets_to_run(config: RunoffConfig, args: argparse.Namespace) -> list[str]:
     """The datasets `runoff run` names (or every declared one, `--all`); unknown or refused
     ones are a ConfigError before anything runs."""
-    from delta_tables.catalog import Catalog
-
     named = [d for d in (args.dataset, *args.more) if d is not None]
     if bool(named) == bool(args.all):
         raise ConfigError("name the datasets to run (e.g. `runoff run events sensors`) or --all")
     catalog = Catalog.load(config)
     if args.all:  # a refused spec's dataset too: it ends with its error (exit 2), not the others
-        return sorted({*catalog.names, *(path.stem for path in catalog.problems)})
+        declared = sorted({*catalog.names, *(path.stem for path in catalog.problems)})
+        if not declared:
+            raise ConfigError("--all: no dataset is declared (`runoff check` lists the folders)")
+        return declared
     for dataset in named:
         catalog.spec(dataset)
     return list(dict.fromkeys(named))
