@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import stat
 import threading
@@ -112,7 +113,7 @@ def test_commands_that_are_not_served_are_refused_and_the_server_stays_free(
 
 
 # -- the TCP address ----------------------------------------------------------------------------
-SECRET = "s3cret-for-this-test-only-0123456789"
+SECRET = secrets.token_hex(32)  # made for this run: no secret is written in the repository
 
 
 @pytest.fixture
