@@ -54,11 +54,13 @@ class Server:
     def command(self, home: Path, *args: str) -> list[str]:
         return [sys.executable, "-m", "jobs.cli", "--home", str(home), *args]
 
-    def run(self, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, home: Path, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             self.command(home, *args),
             cwd=REPO_ROOT,
-            env=self.env(),
+            env=env or self.env(),
             capture_output=True,
             text=True,
             timeout=RUN_TIMEOUT,
@@ -148,28 +150,12 @@ def test_a_tcp_client_with_the_secret_is_served_and_one_without_is_refused(
     config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
     files = land(config, "events", files=2, seed=12)
     for secret in (None, "another-secret-of-enough-length"):
-        refused = subprocess.run(
-            server.command(config.home, "bronze", "events"),
-            cwd=REPO_ROOT,
-            env=server.env(server.tcp, secret),
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT,
-            check=False,
-        )
+        refused = server.run(config.home, "bronze", "events", env=server.env(server.tcp, secret))
         assert refused.returncode == 2, refused.stderr
         assert len(refused.stderr.splitlines()) == 1, refused.stderr
         assert "RUNOFF_SERVER_SECRET" in refused.stderr
         assert not config.bronze_path("events").exists()
-    served = subprocess.run(
-        server.command(config.home, "bronze", "events"),
-        cwd=REPO_ROOT,
-        env=server.env(server.tcp, SECRET),
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        check=False,
-    )
+    served = server.run(config.home, "bronze", "events", env=server.env(server.tcp, SECRET))
     assert served.returncode == 0, served.stderr
     assert_tables_hold_exactly(config, "events", files)
     assert [r["layer"] for r in read_runs(config.runs_path)] == ["bronze"]
