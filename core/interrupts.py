@@ -16,6 +16,8 @@ import threading
 from types import FrameType
 from typing import Any
 
+from core.errors import RunoffError
+
 _received: list[int] = []
 
 
@@ -62,3 +64,13 @@ def check() -> None:
         raise Terminated
     if _received:
         raise KeyboardInterrupt
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code of a command that raised `exc`: 143 after SIGTERM, 130 after Ctrl-C, a
+    runoff error's own code, else 1."""
+    if received():
+        return 128 + signal.SIGTERM
+    if isinstance(exc, KeyboardInterrupt) or received(signal.SIGINT):
+        return 130
+    return exc.exit_code if isinstance(exc, RunoffError) else 1

@@ -576,14 +576,15 @@ def _report(
     if library is not None and library.written:
         resume += f" (Spark's messages: {library.path})"
     # SIGTERM first, whatever py4j made of the interrupt it raised.
-    if interrupts.received():
-        return _say(f"runoff: terminated (SIGTERM); {resume}", 128 + signal.SIGTERM)
-    if isinstance(exc, KeyboardInterrupt) or interrupts.received(signal.SIGINT):
-        return _say(f"runoff: interrupted; {resume}", 130)
+    code = interrupts.exit_code(exc)
+    if code == 128 + signal.SIGTERM:
+        return _say(f"runoff: terminated (SIGTERM); {resume}", code)
+    if code == 130:
+        return _say(f"runoff: interrupted; {resume}", code)
     if verbose:
         traceback.print_exception(exc)
     if isinstance(exc, RunoffError):
-        return _say(f"runoff: error: {exc}", exc.exit_code)
+        return _say(f"runoff: error: {exc}", code)
     from jobs.streaming.failures import explain  # a full disk, named, rather than py4j's first line
 
     known = explain(exc)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from core import interrupts
 from core.config import RunoffConfig
 from core.console import say
-from core.errors import ConfigError, RunoffError
+from core.errors import ConfigError
 from delta_tables import definitions
 from delta_tables.catalog import Catalog
 from delta_tables.ledger import RunRecord
@@ -121,7 +121,7 @@ def run_datasets(
         try:
             result = run_pipeline(session, config, dataset, report=report)
         except BaseException as exc:  # noqa: BLE001 - every dataset ends with an outcome
-            code = exit_code(exc)
+            code = interrupts.exit_code(exc)
             error: str | None = "interrupted" if code > 2 else error_line(exc)
         else:
             passed = result.validation.passed
@@ -151,15 +151,6 @@ def run_datasets(
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return [future.result() for future in futures]
-
-
-def exit_code(exc: BaseException) -> int:
-    """The exit code a command that raised `exc` ends with (as `jobs.cli.main` decides it)."""
-    if interrupts.received():
-        return 128 + signal.SIGTERM
-    if isinstance(exc, KeyboardInterrupt) or interrupts.received(signal.SIGINT):
-        return 130
-    return exc.exit_code if isinstance(exc, RunoffError) else 1
 
 
 def datasets_to_run(config: RunoffConfig, args: argparse.Namespace) -> list[str]:
