@@ -20,12 +20,12 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.config import RunoffConfig
+from core.config import Location, RunoffConfig
 from core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -145,10 +145,33 @@ COMMAND_JIT = "-XX:TieredStopAtLevel=1"
 # factoryMode`, whose other modes Spark's own tests run for the same results). In one warm
 # session, silver of a 2,000-record increment took 15.1 s instead of 19.8 s, and silver over
 # 300,000 records 24.2 s instead of 26.2 s (`benchmarks/bench_projections.py`). Whole-stage code
-# (the aggregation's) stays generated. Bronze keeps the default: it parses every landed line in
-# such projections, and took 2.8x as long over 500,000 lines with interpreted ones. The backfill
-# keeps it too: a backfill test took 145 s either way.
+# (the aggregation's) stays generated.
 INTERPRETED_PROJECTIONS = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+# Bronze and the backfill parse every line they read in such projections. Over a few hundred
+# lines, where compiling them is most of the work, interpreted ones cost less (one warm session:
+# bronze of a 200-line increment 3.4-4.5 s instead of 4.8-5.9 s, hourly backfills of a 400-line
+# day 5.2-8.1 s instead of 6.9-9.2 s); over 110,000 lines (3.8 MiB) they took 1.8x as long, and
+# over 500,000 lines 2.8x (`benchmarks/bench_small_inputs.py`). So the two interpret an input of
+# at most this many files and bytes, well below where the two kinds cost the same.
+SMALL_INPUT_FILES = 64
+SMALL_INPUT_BYTES = 256 << 10
+
+
+def projections_for(files: Sequence[Location]) -> dict[str, str]:
+    """`INTERPRETED_PROJECTIONS` when `files` are a small input (at most `SMALL_INPUT_FILES`
+    files of `SMALL_INPUT_BYTES` together), else no setting (Spark's generated projections)."""
+    if len(files) > SMALL_INPUT_FILES:
+        return {}
+    total = 0
+    for file in files:
+        try:
+            total += file.stat().st_size
+        except FileNotFoundError:  # gone since it was listed: Spark reports it, not this
+            continue
+        if total > SMALL_INPUT_BYTES:
+            return {}
+    return dict(INTERPRETED_PROJECTIONS)
 
 
 def driver_java_options(long_lived: bool = False) -> str:

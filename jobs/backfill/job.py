@@ -71,7 +71,7 @@ from core.console import say
 from core.errors import RunoffError
 from core.specs import parse_duration
 from delta_tables.ledger import RunRecord
-from delta_tables.writes import table_version
+from delta_tables.writes import session_conf, table_version
 from jobs.backfill.interval import (
     BRONZE_RUN_COLUMNS,
     EVENT_KEY,
@@ -98,6 +98,7 @@ from jobs.backfill.interval import (
     with_event_key,
 )
 from jobs.checkpoints.files import ingested_files, last_committed
+from jobs.spark import projections_for
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -421,75 +422,77 @@ def _backfill(
         # Nothing to re-read and nothing of the interval in bronze: silver, computed from
         # bronze, has nothing of it to change either.
         return
-    ingested_at = datetime.now(UTC)
-    batch_id = max(last_committed(checkpoint) or 0, 0)
-    parsed, skipped = interval_lines(spark, dataset, folders, files)
-    fresh = good_rows(parsed, dataset, batch_id, ingested_at).persist()
-    # The malformed lines that belong to the interval (see `with_event_key`).
-    bad = (
-        with_event_key(
-            quarantine_rows(parsed, batch_id, ingested_at, skipped), dataset, folders.landing
-        )
-        .where(in_interval_times(F.col(EVENT_KEY), interval))
-        .drop(EVENT_KEY)
-        .persist()
-    )
-    try:
-        counts = count_by_interval(fresh, interval)
-        record.rows = counts.inside
-        record.details["records_outside_interval"] = counts.outside
-        if counts.outside_days:
-            report(
-                f"backfill {name}: {counts.outside_days} records of the interval's files are "
-                f"dated outside their folders' days: left as bronze has them"
+    # A small interval's lines are parsed in interpreted projections (`projections_for`).
+    with session_conf(spark, projections_for([f.location for f in files])):
+        ingested_at = datetime.now(UTC)
+        batch_id = max(last_committed(checkpoint) or 0, 0)
+        parsed, skipped = interval_lines(spark, dataset, folders, files)
+        fresh = good_rows(parsed, dataset, batch_id, ingested_at).persist()
+        # The malformed lines that belong to the interval (see `with_event_key`).
+        bad = (
+            with_event_key(
+                quarantine_rows(parsed, batch_id, ingested_at, skipped), dataset, folders.landing
             )
-        bronze = compare_bronze(spark, tables.bronze, interval, fresh, folders.landing)
-        quarantine = compare_quarantine(
-            spark, tables.quarantine, dataset, interval, bad, folders.landing
+            .where(in_interval_times(F.col(EVENT_KEY), interval))
+            .drop(EVENT_KEY)
+            .persist()
         )
-        record.quarantined = quarantine.replacement.diff.new_rows
         try:
-            # The gate: what both tables would get is checked before either is written.
-            for replacement in (bronze, quarantine.replacement):
-                if replacement.changed:
-                    gate = gates[replacement.table]
-                    gate.check(replacement.new, batch_id, replacement.diff.new_rows)
-            done(commit(bronze, bronze_predicate(interval), ("event_date",)))
-            done(quarantine.commit(interval))
-        finally:
-            quarantine.release()
-    finally:
-        bad.unpersist()
-        fresh.unpersist()
-        parsed.unpersist()
-    record.details["archived_files"] = archive_pending(folders, files, ingested)
-    bronze_version = table_version(tables.bronze.path)
-    if bronze_version < 0:
-        report(f"backfill {name}: no bronze table yet: silver left alone")
-    else:
-        # Silver from the bronze snapshot just written (not whatever comes later).
-        table = _read(spark, tables.bronze.path, bronze_version)
-        near = bronze_near(table, dataset, interval).persist()
-        try:
-            for aggregate in dataset.aggregates:
-                source = near if aggregate.window is not None else table
-                gate = gates[aggregate.table]
-                change = replace_silver(
-                    spark,
-                    tables.named(aggregate.table),
-                    dataset,
-                    aggregate,
-                    source,
-                    interval,
-                    gate,
-                    batch_id,
+            counts = count_by_interval(fresh, interval)
+            record.rows = counts.inside
+            record.details["records_outside_interval"] = counts.outside
+            if counts.outside_days:
+                report(
+                    f"backfill {name}: {counts.outside_days} records of the interval's files are "
+                    f"dated outside their folders' days: left as bronze has them"
                 )
-                done(change)
+            bronze = compare_bronze(spark, tables.bronze, interval, fresh, folders.landing)
+            quarantine = compare_quarantine(
+                spark, tables.quarantine, dataset, interval, bad, folders.landing
+            )
+            record.quarantined = quarantine.replacement.diff.new_rows
+            try:
+                # The gate: what both tables would get is checked before either is written.
+                for replacement in (bronze, quarantine.replacement):
+                    if replacement.changed:
+                        gate = gates[replacement.table]
+                        gate.check(replacement.new, batch_id, replacement.diff.new_rows)
+                done(commit(bronze, bronze_predicate(interval), ("event_date",)))
+                done(quarantine.commit(interval))
+            finally:
+                quarantine.release()
         finally:
-            near.unpersist()
-    record.details["tables"] = {
-        c.table: {"changed": c.changed, "rows": c.rows} for c in result.changes
-    }
+            bad.unpersist()
+            fresh.unpersist()
+            parsed.unpersist()
+        record.details["archived_files"] = archive_pending(folders, files, ingested)
+        bronze_version = table_version(tables.bronze.path)
+        if bronze_version < 0:
+            report(f"backfill {name}: no bronze table yet: silver left alone")
+        else:
+            # Silver from the bronze snapshot just written (not whatever comes later).
+            table = _read(spark, tables.bronze.path, bronze_version)
+            near = bronze_near(table, dataset, interval).persist()
+            try:
+                for aggregate in dataset.aggregates:
+                    source = near if aggregate.window is not None else table
+                    gate = gates[aggregate.table]
+                    change = replace_silver(
+                        spark,
+                        tables.named(aggregate.table),
+                        dataset,
+                        aggregate,
+                        source,
+                        interval,
+                        gate,
+                        batch_id,
+                    )
+                    done(change)
+            finally:
+                near.unpersist()
+        record.details["tables"] = {
+            c.table: {"changed": c.changed, "rows": c.rows} for c in result.changes
+        }
 
 
 @dataclass(frozen=True)
