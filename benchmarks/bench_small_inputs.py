@@ -1,13 +1,14 @@
-"""Bronze and hourly backfills of small inputs, with interpreted projections against generated.
+"""Small inputs with interpreted projections against generated ones: the backfill's rule.
 
-`jobs.spark.projections_for` gives bronze and the backfill interpreted projections when their
-input is at most `SMALL_INPUT_FILES` files of `SMALL_INPUT_BYTES` together. One warm session
-(`local[2]`, as `runoff serve` keeps one), two scratch homes under `benchmarks/work/small_inputs`,
-one per setting, fed the same landing files; the homes take turns going first:
-- small increments: `INCREMENTS` times, one `events` file of `SMALL_ROWS` records lands in each
-  home and `runoff bronze` runs there (`run_bronze`). Timed: each bronze run;
+`jobs.spark.projections_for` gives the backfill interpreted projections when its input is at
+most `SMALL_INPUT_FILES` files of `SMALL_INPUT_BYTES` together. One warm session (`local[2]`, as
+`runoff serve` keeps one), two scratch homes under `benchmarks/work/small_inputs`, one per
+setting, fed the same landing files; the homes take turns going first:
 - hourly backfills: a day of `DAY_FILES` files of `SMALL_ROWS` records goes through bronze and
   silver in each home, then `HOURS` hourly backfills of that day run in each. Timed: each;
+- small increments: `INCREMENTS` times, one `events` file of `SMALL_ROWS` records lands in each
+  home and `runoff bronze` runs there (`run_bronze`). Timed: each bronze run, which parses as
+  the backfill does (bronze keeps generated code: see `jobs/spark.py`);
 - a larger input: one file of `LARGE_ROWS` records (15 times `SMALL_INPUT_BYTES`) through bronze
   in a fresh pair of homes, where generated projections must win (target: above 1), which is why
   the rule interprets small inputs only.
@@ -46,25 +47,26 @@ DAY_FILES = 2
 LARGE_ROWS = 110_000
 DAY = datetime(2024, 1, 1, tzinfo=UTC)
 WORK = Path(__file__).resolve().parent / "work" / "small_inputs"
-GENERATED: dict[str, str] = {"spark.sql.codegen.factoryMode": "FALLBACK"}
 
 
 @contextmanager
-def projections(conf: Mapping[str, str]) -> Iterator[None]:
-    """Bronze and the backfill run with `conf` as their projections setting."""
+def projections(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """Bronze (through the session's setting) and the backfill (through its rule) run with
+    `conf` as their projections setting."""
     import jobs.backfill.job
-    import jobs.bronze.job
+    from delta_tables.writes import session_conf
 
-    saved = jobs.bronze.job.projections_for, jobs.backfill.job.projections_for
+    saved = jobs.backfill.job.projections_for
 
     def fixed(_files: Any) -> dict[str, str]:
         return dict(conf)
 
-    jobs.bronze.job.projections_for = jobs.backfill.job.projections_for = fixed
+    jobs.backfill.job.projections_for = fixed
     try:
-        yield
+        with session_conf(spark, conf):
+            yield
     finally:
-        jobs.bronze.job.projections_for, jobs.backfill.job.projections_for = saved
+        jobs.backfill.job.projections_for = saved
 
 
 def timed(run: Callable[[], Any]) -> float:
@@ -82,6 +84,7 @@ def land(config: RunoffConfig, files: int, rows: int, start: datetime, seed: int
 
 
 def main() -> dict[str, Any]:
+    from benchmarks.bench_projections import GENERATED
     from benchmarks.result import load_average, metric, write_result
     from core.config import RunoffConfig
     from jobs.backfill.interval import Interval
@@ -120,7 +123,7 @@ def main() -> dict[str, Any]:
             for name in in_turns(i):
                 config = quiet[name]
                 land(config, 1, SMALL_ROWS, DAY + timedelta(hours=i), seed=i)
-                with projections(settings[name]):
+                with projections(spark, settings[name]):
                     seconds["bronze"][name].append(timed(partial(bronze, spark, config)))
                 print(f"increment {i + 1}, {name}: bronze {seconds['bronze'][name][-1]} s")
         day = homes("backfill")
@@ -131,7 +134,7 @@ def main() -> dict[str, Any]:
         for hour in range(HOURS):
             interval = Interval(DAY + timedelta(hours=hour), DAY + timedelta(hours=hour + 1))
             for name in in_turns(hour):
-                with projections(settings[name]):
+                with projections(spark, settings[name]):
                     seconds["backfill"][name].append(
                         timed(partial(backfill, spark, day[name], interval))
                     )
@@ -139,7 +142,7 @@ def main() -> dict[str, Any]:
         large = homes("large")
         for name, config in large.items():
             land(config, 1, LARGE_ROWS, DAY, seed=11)
-            with projections(settings[name]):
+            with projections(spark, settings[name]):
                 large_seconds[name] = timed(partial(bronze, spark, config))
             print(f"large, {name}: bronze {large_seconds[name]} s")
         size = sum(
@@ -152,35 +155,38 @@ def main() -> dict[str, Any]:
     def median(part: str, name: str) -> float:
         return round(statistics.median(seconds[part][name][WARMUP:]), 3)
 
-    baseline = "generated projections (Spark's default)"
+    def compared(label: str, interpreted: float, generated: float, target: str) -> dict[str, Any]:
+        return metric(
+            label,
+            interpreted,
+            unit="s",
+            baseline=generated,
+            baseline_label="generated projections (Spark's default)",
+            target=target,
+        )
+
     return write_result(
         "small_inputs",
         "Bronze of small increments and hourly backfills with interpreted projections against "
         "generated ones, one warm session (medians)",
         [
-            metric(
+            compared(
                 f"bronze run of a {SMALL_ROWS}-record increment",
                 median("bronze", "interpreted"),
-                unit="s",
-                baseline=median("bronze", "generated"),
-                baseline_label=baseline,
-                target="< 1",
+                median("bronze", "generated"),
+                "< 1",
             ),
-            metric(
+            compared(
                 f"hourly backfill of a day of {DAY_FILES} x {SMALL_ROWS} records",
                 median("backfill", "interpreted"),
-                unit="s",
-                baseline=median("backfill", "generated"),
-                baseline_label=baseline,
-                target="< 1",
+                median("backfill", "generated"),
+                "< 1",
             ),
-            metric(
+            compared(
                 f"bronze run of {LARGE_ROWS:,} records ({size / 2**20:.1f} MiB)",
                 large_seconds["interpreted"],
-                unit="s",
-                baseline=large_seconds["generated"],
-                baseline_label=baseline,
-                target="> 1",
+                large_seconds["generated"],
+                "> 1",
             ),
         ],
         rerun="uv run --frozen python -m benchmarks.bench_small_inputs",

@@ -148,12 +148,13 @@ COMMAND_JIT = "-XX:TieredStopAtLevel=1"
 # (the aggregation's) stays generated.
 INTERPRETED_PROJECTIONS = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
-# Bronze and the backfill parse every line they read in such projections. Over a few hundred
-# lines, where compiling them is most of the work, interpreted ones cost less (one warm session:
-# bronze of a 200-line increment 3.4-4.5 s instead of 4.8-5.9 s, hourly backfills of a 400-line
-# day 5.2-8.1 s instead of 6.9-9.2 s); over 110,000 lines (3.8 MiB) they took 1.8x as long, and
-# over 500,000 lines 2.8x (`benchmarks/bench_small_inputs.py`). So the two interpret an input of
-# at most this many files and bytes, well below where the two kinds cost the same.
+# The backfill parses every line it reads in such projections. Over an hour's few hundred lines,
+# where compiling them is most of the work, interpreted ones cost less (one warm session, hourly
+# backfills of a 400-line day: medians 6.5 s and 6.8 s instead of 7.2 s and 8.5 s, two runs of
+# `benchmarks/bench_small_inputs.py`); over 110,000 lines (3.8 MiB) they took 1.5-1.8x as long.
+# So the backfill interprets an input of at most this many files and bytes, well below where the
+# two kinds cost the same. Bronze keeps generated code: over a 200-line increment interpreted
+# projections took 0.81x and 0.94x the time in the same runs, within the runs' spread.
 SMALL_INPUT_FILES = 64
 SMALL_INPUT_BYTES = 256 << 10
 

@@ -65,7 +65,7 @@ from core.locking import checkpoint_lock
 from core.specs import SEED_DIR
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.ledger import RunRecord, recorded_run
-from delta_tables.writes import already_committed, append, session_conf, table_version
+from delta_tables.writes import already_committed, append, table_version
 from jobs.bronze.long_lines import READER_OPTIONS, lines_read, with_long_lines
 from jobs.bronze.parse import (
     LineCounts,
@@ -76,19 +76,16 @@ from jobs.bronze.parse import (
     unknown_fields,
     unrepresentable,
 )
-from jobs.checkpoints.files import files_of_batch, ingested_files, read_query_id, spark_path
+from jobs.checkpoints.files import files_of_batch, read_query_id, spark_path
 from jobs.checkpoints.guard import record_batch
 from jobs.checkpoints.landing_changes import (
     FileState,
     check_landing,
     current_state,
-    landing_files,
-    pending_files,
     read_states,
     record_states,
     report_lines,
 )
-from jobs.spark import projections_for
 from jobs.streaming.dataset import Dataset, load_dataset
 from jobs.streaming.query import (
     BatchFunction,
@@ -533,13 +530,8 @@ def run_bronze(
                 "bronze gains them"
             )
         function = BatchFunction(batches)
-        # A small increment's lines are parsed in interpreted projections (`projections_for`).
-        pending = pending_files(landing_files(landing), ingested_files(checkpoint))
         try:
-            with (
-                live_status(progress.current.describe),  # a terminal's transient line
-                session_conf(spark, projections_for(pending)),
-            ):
+            with live_status(progress.current.describe):  # a terminal's transient line
                 run_query(
                     read_landing(spark, config, landing, options).writeStream,
                     function,

@@ -60,12 +60,6 @@ def landing_files(landing_dir: Location) -> list[Location]:
     )
 
 
-def pending_files(files: Iterable[Location], ingested: set[str]) -> list[Location]:
-    """The files of `files` that the bronze checkpoint has not ingested yet (`ingested`: the
-    real names `jobs.checkpoints.files.ingested_files` gives)."""
-    return [f for f in files if real_name(f) not in ingested]
-
-
 @dataclass(frozen=True)
 class FileState:
     size: int | None  # None: unknown (only Spark's modification time was recorded)

@@ -29,10 +29,10 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from core.config import Location, RunoffConfig
+from core.config import Location, RunoffConfig, real_name
 from delta_tables.catalog import Catalog, Table
 from jobs.checkpoints.files import ingested_files, last_committed
-from jobs.checkpoints.landing_changes import check_landing, landing_files, pending_files
+from jobs.checkpoints.landing_changes import check_landing, landing_files
 
 RUNS_SHOWN = 5
 RUN_KEYS = (
@@ -58,6 +58,11 @@ def bronze_checkpoint(config: RunoffConfig, dataset: str) -> Location:
 
 
 # -- landing files ---------------------------------------------------------------------------
+def pending_files(files: Iterable[Location], ingested: set[str]) -> list[Location]:
+    """The files of `files` that the bronze checkpoint has not ingested yet."""
+    return [f for f in files if real_name(f) not in ingested]
+
+
 def oldest_file(files: Iterable[Location]) -> tuple[Location, datetime] | None:
     """The file of `files` modified first (ties: the first path) and its modification time."""
     dated = [(datetime.fromtimestamp(f.stat().st_mtime, UTC), f) for f in files]

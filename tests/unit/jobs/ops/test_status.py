@@ -20,9 +20,9 @@ from deltalake import DeltaTable, write_deltalake
 from core.config import RunoffConfig
 from delta_tables.catalog import Catalog
 from delta_tables.ledger import RunRecord, append_run
-from jobs.checkpoints.landing_changes import landing_files, pending_files
+from jobs.checkpoints.landing_changes import landing_files
 from jobs.cli.main import main
-from jobs.ops.status import RUN_KEYS, collect_status
+from jobs.ops.status import RUN_KEYS, collect_status, pending_files
 from quality.frames import column_max, max_from_stats
 from tests.conftest import take_output
 from tests.quality_tables import (
