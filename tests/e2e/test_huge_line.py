@@ -1,4 +1,5 @@
-"""One landing line of hundreds of MiB, through a cold `runoff bronze` with a 1 GiB driver.
+"""One landing line of hundreds of MiB, with a 1 GiB driver: a cold `runoff bronze`, and the same
+run through `runoff serve` (tests/e2e/test_server.py), whose shared driver must outlive it.
 
 Read as one row it would fill the driver's heap (`OutOfMemoryError`, the driver gone, every rerun
 the same, the good file beside it never ingested). The run must succeed: the good file's
@@ -26,6 +27,33 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 LINE_BYTES = 400 << 20
 START = 1704067200
+HEAD = b'{"time": 1704067200, "action": "Open", "pad": "'
+DRIVER_MEMORY = "spark.driver.memory=1g"
+
+
+def land_a_huge_line(config: RunoffConfig) -> list[tuple[int, str]]:
+    """Land `a-huge.json` (a record, a line of LINE_BYTES, a record) and `b-good.json` (five
+    records) for `events`; return the (time, action) of every record bronze must hold."""
+    folder = config.landing_dir("events") / "date=2024-01-01"
+    folder.mkdir(parents=True)
+    with (folder / "a-huge.json").open("wb") as out:
+        out.write(b'{"time": 1704067200, "action": "Close"}\n' + HEAD)
+        block = b"x" * (1 << 20)
+        for _ in range(LINE_BYTES >> 20):
+            out.write(block)
+        out.write(b'"}\n{"time": 1704067260, "action": "Open"}\n')
+    records = [{"time": START + 60 * i, "action": ("Open", "Close")[i % 2]} for i in range(5)]
+    (folder / "b-good.json").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return [(START, "Close"), (START + 60, "Open"), *((r["time"], r["action"]) for r in records)]
+
+
+def assert_the_huge_line_quarantined(config: RunoffConfig, records: list[tuple[int, str]]) -> None:
+    bronze = read_arrow(str(config.bronze_path("events"))).to_pylist()
+    assert sorted((r["time"], r["action"]) for r in bronze) == sorted(records)
+    (quarantined,) = read_arrow(str(config.quarantine_path("events"))).to_pylist()
+    assert Path(quarantined["_source_file"]).name == "a-huge.json"
+    assert (quarantined["_line_number"], quarantined["_error"]) == (2, "line too long")
+    assert quarantined["_raw"] == (HEAD + b"x" * MAX_LINE_BYTES).decode()[: MAX_LINE_BYTES + 1]
 
 
 def test_a_line_of_hundreds_of_mib_is_quarantined_and_the_other_file_ingested(
@@ -33,22 +61,12 @@ def test_a_line_of_hundreds_of_mib_is_quarantined_and_the_other_file_ingested(
 ) -> None:
     home = tmp_path / "home"
     config = RunoffConfig.from_sources(home=home, env={})
-    folder = config.landing_dir("events") / "date=2024-01-01"
-    folder.mkdir(parents=True)
-    head = b'{"time": 1704067200, "action": "Open", "pad": "'
-    with (folder / "a-huge.json").open("wb") as out:
-        out.write(b'{"time": 1704067200, "action": "Close"}\n' + head)
-        block = b"x" * (1 << 20)
-        for _ in range(LINE_BYTES >> 20):
-            out.write(block)
-        out.write(b'"}\n{"time": 1704067260, "action": "Open"}\n')
-    records = [{"time": START + 60 * i, "action": ("Open", "Close")[i % 2]} for i in range(5)]
-    (folder / "b-good.json").write_text("".join(json.dumps(r) + "\n" for r in records))
+    records = land_a_huge_line(config)
     env = {
         **os.environ,
         "RUNOFF_HOME": str(home),
         "RUNOFF_SPARK_MASTER": "local[2]",
-        "RUNOFF_SPARK_CONF": "spark.driver.memory=1g",
+        "RUNOFF_SPARK_CONF": DRIVER_MEMORY,
     }
     env.pop("RUNOFF_SERVER", None)
 
@@ -64,11 +82,4 @@ def test_a_line_of_hundreds_of_mib_is_quarantined_and_the_other_file_ingested(
 
     assert done.returncode == 0, done.stderr[-3000:]
     assert "OutOfMemoryError" not in done.stderr
-    bronze = read_arrow(str(config.bronze_path("events"))).to_pylist()
-    assert sorted((r["time"], r["action"]) for r in bronze) == sorted(
-        [(START, "Close"), (START + 60, "Open"), *((r["time"], r["action"]) for r in records)]
-    )
-    (quarantined,) = read_arrow(str(config.quarantine_path("events"))).to_pylist()
-    assert Path(quarantined["_source_file"]).name == "a-huge.json"
-    assert (quarantined["_line_number"], quarantined["_error"]) == (2, "line too long")
-    assert quarantined["_raw"] == (head + b"x" * MAX_LINE_BYTES).decode()[: MAX_LINE_BYTES + 1]
+    assert_the_huge_line_quarantined(config, records)

@@ -1,8 +1,9 @@
 """`runoff serve` and its clients: the same commands, the same rows, the same exit codes.
 
-One server for the module (`runoff serve --socket ...`, a real process with its own JVM, stopped
-by its pid at the end); each test drives it with `runoff` clients (real processes with
-`RUNOFF_SERVER` set) in homes of its own, and compares the tables with tests/expected.py.
+One server for the module (`runoff serve --socket ...`, a real process with its own JVM and a
+1 GiB driver, stopped by its pid at the end); each test drives it with `runoff` clients (real
+processes with `RUNOFF_SERVER` set) in homes of its own, and compares the tables with
+tests/expected.py.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ from core.locking import checkpoint_lock
 from delta_tables.ledger import read_runs
 from jobs.ops.status import bronze_checkpoint
 from tests.conftest import REPO_ROOT
+from tests.e2e.test_huge_line import (
+    DRIVER_MEMORY,
+    assert_the_huge_line_quarantined,
+    land_a_huge_line,
+)
 from tests.spark.jobs.bronze.test_job import assert_tables_hold_exactly, land
 from tests.tables import assert_silver_matches_expected, snapshot_tables
 from tests.terminal import run_on_terminal, screen_lines
@@ -85,6 +91,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     log = root / "serve.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNOFF_")}
     env.update({"PYTHONPATH": str(REPO_ROOT), "RUNOFF_SPARK_MASTER": "local[2]"})
+    env["RUNOFF_SPARK_CONF"] = DRIVER_MEMORY
     env["RUNOFF_SERVER_SECRET"] = SECRET
     with socket.socket() as probe:  # a free port on loopback
         probe.bind(("127.0.0.1", 0))
@@ -255,3 +262,22 @@ def test_a_second_client_waits_for_its_turn(server: Server, tmp_path: Path) -> N
         assert_tables_hold_exactly(
             RunoffConfig.from_sources(home=home, env={}), "events", landed[home]
         )
+
+
+def test_a_line_of_hundreds_of_mib_leaves_the_shared_driver_serving(
+    server: Server, tmp_path: Path
+) -> None:
+    """The huge line of tests/e2e/test_huge_line.py through the server's 1 GiB driver: quarantined,
+    the good file ingested, and the same server then serves the next command (a new bronze)."""
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    records = land_a_huge_line(config)
+    done = server.run(config.home, "bronze", "events")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "OutOfMemoryError" not in done.stderr + server.log.read_text(errors="replace")
+    assert_the_huge_line_quarantined(config, records)
+    after = RunoffConfig.from_sources(home=tmp_path / "after", env={})
+    files = land(after, "events", files=1, seed=15)
+    again = server.run(after.home, "bronze", "events")
+    assert again.returncode == 0, again.stderr
+    assert_tables_hold_exactly(after, "events", files)
+    assert server.process.poll() is None
