@@ -41,6 +41,7 @@ SLOWEST_FIRST = (
     "tests/spark/jobs/ops/test_ops.py",
     "tests/e2e/test_airflow_e2e.py",
     "tests/spark/jobs/bronze/test_job.py",
+    "tests/e2e/test_readme_walkthrough.py",
     "tests/e2e/test_silver_killed.py",
     "tests/e2e/test_live_progress.py",
 )

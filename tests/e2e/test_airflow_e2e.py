@@ -61,7 +61,9 @@ from tests.airflow_api import (
     wait_for_dags,
 )
 from tests.browser import DevTools, assert_not_blank, devtools_page
+from tests.conftest import REPO_ROOT
 from tests.lineage_receiver import LineageReceiver, problems
+from tests.readme import fresh_shell, readme_blocks
 from tests.receiver import Receiver
 from tests.tables import assert_silver_matches_expected, snapshot_tables
 from tests.user_specs import write_orders
@@ -288,6 +290,30 @@ def test_airflow_runs_and_shows_runoff_events(airflow: Airflow, tmp_path: Path) 
     assert bodies[1][:2] == ("bronze", late) and "no landing directory" in bodies[1][2], received
     time.sleep(3)
     assert len(receiver.received) == 3, receiver.received
+
+    # -- the README's backfill recipe, typed into a fresh shell in the repository's folder -----
+    # (with the RUNOFF_HOME its walkthrough exports); the six hourly runs it creates are those
+    # of GENERATE's files. The backfill is then cancelled: running such runs is
+    # tests/e2e/test_airflow_postgres.py's.
+    (recipe,) = [b for b in readme_blocks() if "airflow backfill create" in b.text]
+    shell_home = tmp_path / "user"
+    shell_home.mkdir()
+    script = f'export RUNOFF_HOME={home}\n{recipe.text}echo "@@ exit $?"'
+    printed = fresh_shell(script, home=shell_home, cwd=REPO_ROOT, timeout=300)
+    assert printed.rstrip().endswith("@@ exit 0"), printed[-3000:]
+    (created,) = af.api("GET", f"/backfills?dag_id={DAG_ID}")["backfills"]
+    assert (created["from_date"], created["to_date"]) == (
+        "2024-01-01T21:00:00Z",
+        "2024-01-02T02:00:00Z",
+    ), created
+    runs = af.api("GET", f"/dags/{DAG_ID}/dagRuns?run_type=backfill&limit=100")["dag_runs"]
+    af.api("PUT", f"/backfills/{created['id']}/cancel")
+    starts = sorted(datetime.fromisoformat(r["data_interval_start"]) for r in runs)
+    first = datetime(2024, 1, 1, 21, tzinfo=UTC)
+    assert starts == [first + timedelta(hours=h) for h in range(6)], runs
+    # It used make airflow's database: no other one appeared (the repository, ~/airflow).
+    assert not (REPO_ROOT / "airflow.db").exists()
+    assert list(shell_home.iterdir()) == []
     af.passed = True
 
 
