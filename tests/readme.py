@@ -8,8 +8,14 @@ own); nothing else of a block is changed.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,13 +75,69 @@ def verbatim(text: str, shop: Path, tmp_shop: str = "/tmp/shop") -> str:
     return text.replace(REPOSITORY_PLACEHOLDER, str(REPO_ROOT)).replace(tmp_shop, str(shop))
 
 
+def fresh_environment(home: Path) -> dict[str, str]:
+    return {"HOME": str(home), "PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}
+
+
+class Typist:
+    """A fresh `bash` reading what is typed line by line, as a terminal's user types it, and
+    the output so far (stdout and stderr together)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def type(self, text: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(text if text.endswith("\n") else text + "\n")
+        self.process.stdin.flush()
+
+    def wait_for(self, text: str, timeout: float) -> str:
+        """Everything printed so far, once `text` has been printed (a failure after `timeout`)."""
+        deadline = time.monotonic() + timeout
+        while text not in (printed := "".join(self.lines)):
+            assert time.monotonic() < deadline, f"no {text!r} within {timeout:.0f} s:\n{printed}"
+            assert self.process.poll() is None or self._reader.is_alive(), printed
+            time.sleep(0.2)
+        return printed
+
+
+@contextlib.contextmanager
+def typist(home: Path, cwd: Path) -> Iterator[Typist]:
+    """A `Typist` on a fresh shell in `cwd`; its process group (whatever it started in the
+    background too) is killed at the end."""
+    process = subprocess.Popen(
+        ["bash", "--noprofile", "--norc", "-s"],
+        env=fresh_environment(home),
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        yield Typist(process)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+
+
 def fresh_shell(script: str, home: Path, cwd: Path, timeout: float) -> str:
     """Run `script` in a fresh `bash` (see the module's docstring); return what it printed
     (stdout and stderr as a terminal shows them). The script's own exit code is not checked:
     scripts report each command's with `echo`."""
     done = subprocess.run(
         ["bash", "--noprofile", "--norc", "-c", script],
-        env={"HOME": str(home), "PATH": SYSTEM_PATH, "LANG": "C.UTF-8"},
+        env=fresh_environment(home),
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

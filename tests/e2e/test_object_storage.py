@@ -37,6 +37,8 @@ from delta_tables.arrow import read_arrow
 from jobs.checkpoints.landing_changes import check_landing, current_state, record_states
 from jobs.samples import generate
 from tests import expected
+from tests.conftest import REPO_ROOT
+from tests.readme import fresh_shell, readme_blocks
 from tests.s3_server import S3_CLIENT_VARIABLES, S3Server, s3_server
 from tests.spark.jobs.bronze.test_job import canonical
 from tests.tables import assert_silver_matches_expected
@@ -271,3 +273,49 @@ def test_an_archived_object_is_compared_by_its_content_not_its_time(
         (changed,) = check_landing(config, DATASET, runs=[]).changed
         assert (changed.path, changed.archived, changed.recorded) == (str(landed), True, state)
         assert changed.now.etag == hashlib.md5(b'{"action": "Shut"}\n').hexdigest()
+
+
+def test_the_readme_block_typed_into_a_fresh_shell_runs_on_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's object-storage block, typed into a fresh shell (tests/readme.py) after the
+    walkthrough's `export PATH`, in an empty folder: only its placeholders change (the
+    credentials `...`, and the endpoint's port, to this test's server's; the bucket is
+    `my-lake` as written). Every line of the two generated files is then in bronze or
+    quarantine, as tests/expected.py reads the files (landing or archive), and status lists both
+    tables."""
+    (block,) = [b for b in readme_blocks() if "export RUNOFF_DATA=s3a://" in b.text]
+    with s3_server(tmp_path / "s3.log", bucket="my-lake") as s3:
+        port = s3.endpoint.rsplit(":", 1)[1]
+        key, secret = s3.env["AWS_ACCESS_KEY_ID"], s3.env["AWS_SECRET_ACCESS_KEY"]
+        script = block.text.replace(
+            "AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=...",
+            f"AWS_ACCESS_KEY_ID={key} AWS_SECRET_ACCESS_KEY={secret}",
+        ).replace("http://127.0.0.1:9000", f"http://127.0.0.1:{port}")
+        assert script.count(key) == 1 and script.count(port) == 1, script
+        (work := tmp_path / "work").mkdir()
+        (user := tmp_path / "user").mkdir()
+        printed = fresh_shell(
+            f'export PATH={REPO_ROOT}/.venv/bin:$PATH\n{script}echo "@@ exit $?"',
+            home=user,
+            cwd=work,
+            timeout=600,
+        )
+        assert printed.rstrip().endswith("@@ exit 0"), printed[-5000:]
+        assert secret not in printed
+
+        for name, value in s3.env.items():
+            monkeypatch.setenv(name, value)
+        data = "s3a://my-lake/runoff"
+        config = RunoffConfig.from_sources(home=work / ".runoff", env={"RUNOFF_DATA": data})
+        delivered = tmp_path / "delivered"
+        for where in (f"landing/{DATASET}", "archive"):  # ingested files move to the archive
+            if UPath(f"{data}/{where}").exists():
+                sync_landing(f"{data}/{where}", delivered / where)
+        files = [expected.read_file(DATASET, p) for p in expected.landing_files(delivered)]
+        assert len(files) == 2
+        valid, malformed, _blank = expected.counts(files)
+        assert valid > 0
+        assert len(read_arrow(str(config.bronze_path(DATASET)))) == valid
+        assert len(read_arrow(str(config.quarantine_path(DATASET)))) == malformed
+        assert "bronze_events" in printed and "quarantine_events" in printed, printed

@@ -23,7 +23,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.readme import Block, blocks, commands, fresh_shell, section, shown_in_order, verbatim
+from core.config import RunoffConfig
+from tests.conftest import REPO_ROOT
+from tests.readme import (
+    Block,
+    blocks,
+    commands,
+    fresh_shell,
+    readme_blocks,
+    section,
+    shown_in_order,
+    typist,
+    verbatim,
+)
+from tests.spark.jobs.bronze.test_job import assert_tables_hold_exactly, land
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -92,3 +105,32 @@ def test_the_walkthrough_typed_into_a_fresh_shell_prints_what_the_readme_shows(
                 + "\n".join(missing)
                 + f"\n--- it printed:\n{output}"
             )
+
+
+def test_the_serve_block_typed_into_a_shell_runs_bronze_in_the_warm_driver(tmp_path: Path) -> None:
+    """The README's `runoff serve` block, typed line by line into a fresh shell in a folder whose
+    default home (`./.runoff`) has two landed `events` files, after the walkthrough's `export
+    PATH`. The user waits for the line the block's comment shows before typing on; bronze then
+    runs in the server and its tables hold exactly the landed lines. `kill %1` (SIGTERM) stops
+    the server: "runoff: server stopped"."""
+    (block,) = [b for b in readme_blocks() if b.text.startswith("runoff serve &")]
+    serve, *rest = block.text.splitlines()
+    work = tmp_path / "work"
+    config = RunoffConfig.from_sources(home=work / ".runoff", env={})
+    files = land(config, "events", files=2, seed=31)
+    (user := tmp_path / "user").mkdir()
+    with typist(home=user, cwd=work) as shell:
+        shell.type(f"export PATH={REPO_ROOT}/.venv/bin:$PATH")
+        shell.type(serve)
+        shown = re.search(r'# "(.*)\(\.\.\.\)"', serve)
+        assert shown, serve
+        shell.wait_for(shown.group(1).replace("$PWD", str(work)) + "(", timeout=TIMEOUT)
+        for line in rest:
+            shell.type(line)
+        shell.type(f'echo "{MARK}$?"')
+        printed = shell.wait_for(MARK, timeout=TIMEOUT)
+        assert f"{MARK}0\n" in printed, printed
+        assert "bronze events: success" in printed, printed
+        assert_tables_hold_exactly(config, "events", files)
+        shell.type("kill %1")
+        shell.wait_for("runoff: server stopped", timeout=120)
