@@ -247,6 +247,12 @@ def _check_args(p: argparse.ArgumentParser) -> None:
         metavar="DATASET",
         help="check only these datasets (default: every spec found; e.g. events orders)",
     )
+    p.add_argument(
+        "--no-spark",
+        action="store_true",
+        help="check the specs' format and print what they declare, without starting Spark (in "
+        "well under a second); their SQL is not resolved",
+    )
 
 
 def _rebuild_args(p: argparse.ArgumentParser) -> None:
@@ -453,8 +459,10 @@ def handler_for(command: str) -> Handler:
 
 
 def is_served(args: argparse.Namespace) -> bool:
-    """Whether a server runs this command: a command of `SERVED_COMMANDS`, or `quarantine
-    replay` (its `list` needs no Spark)."""
+    """Whether a server runs this command: a command of `SERVED_COMMANDS` (but `check
+    --no-spark`), or `quarantine replay` (its `list` needs no Spark)."""
+    if args.command == "check":
+        return not args.no_spark
     return args.command in SERVED_COMMANDS or (
         args.command == "quarantine" and getattr(args, "action", None) == "replay"
     )

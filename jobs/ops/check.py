@@ -10,7 +10,9 @@ table its select, where, keys, measures, having (or transform) and the declared 
 columns. Output: the plan (tables, columns and types, keys, partitioning, expectations, DAG) of
 every good spec, with each silver table built by another definition than its spec's and what
 changed (runs refuse it: `delta_tables.definitions`), and one `<file>: <key>: <problem>` line
-per problem; exit 2 when a spec is refused.
+per problem; exit 2 when a spec is refused. `--no-spark` stops after the format's checks and
+prints each spec's outline instead (`print_outline`: what the spec states, no column types),
+without starting a JVM.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from typing import TYPE_CHECKING
 
 from core.config import RunoffConfig
 from core.console import console, say
+from core.specs import DatasetSpec
 from delta_tables import definitions
-from delta_tables.catalog import Catalog
+from delta_tables.catalog import Catalog, DatasetTables
 from jobs.streaming.resolve import DatasetPlan, resolve
 
 if TYPE_CHECKING:
@@ -85,14 +88,79 @@ def check_specs(
     return plans, problems
 
 
-def cmd_check(config: RunoffConfig, args: argparse.Namespace) -> int:
-    from jobs.spark import get_spark
+def print_outline(
+    spec: DatasetSpec, tables: DatasetTables, changed: Mapping[str, list[str]]
+) -> None:
+    """What a spec declares, as far as it states it without Spark: the DAG, each table's path,
+    keys and partitioning, the silver definitions and the expectations (no column types: those
+    come from resolving the SQL)."""
+    console.print(f"[bold]{spec.name}[/bold]  {spec.file}")
+    console.print(f"  DAG runoff_{spec.name}, schedule {spec.schedule}; watermark {spec.watermark}")
+    for table in (tables.bronze, tables.quarantine, *tables.silver):
+        console.print(f"  {table.layer} {table.name}  ({table.path})", markup=False)
+        if table.keys:
+            console.print(f"    keys {', '.join(table.keys)}", markup=False)
+        if table.partition_by:
+            console.print(f"    partitioned by {', '.join(table.partition_by)}", markup=False)
+        if table.layer == "silver":
+            silver = spec.silver_spec(table.name)
+            for line in (
+                f"output {silver.output}",
+                *([f"window {silver.window}"] if silver.window else []),
+                *([f"slide {silver.slide}"] if silver.slide else []),
+                *(f"select {sql}" for sql in silver.select),
+                *([f"where {silver.where}"] if silver.where else []),
+                *(f"{name} = {sql}" for name, sql in silver.measures),
+                *([f"having {silver.having}"] if silver.having else []),
+                *([f"transform {silver.transform}"] if silver.transform else []),
+            ):
+                console.print(f"    {line}", markup=False)
+        for item in spec.expectations_of(table.name if table.layer == "silver" else table.layer):
+            arguments = ", ".join(f"{k}={v!r}" for k, v in item.kwargs.items())
+            console.print(f"    expect {item.expect}({arguments}) [{item.severity}]", markup=False)
+        if table.name in changed:
+            console.print(
+                f"    built by another definition ({'; '.join(changed[table.name])}): runs "
+                f"refuse the table until `runoff rebuild {table.name}`",
+                markup=False,
+            )
 
+
+def _check_format(config: RunoffConfig, catalog: Catalog, names: Sequence[str]) -> int:
+    """`runoff check --no-spark`: the specs' format (JSON Schema and `core.specs`' checks, what
+    `Catalog.load` does) and their outline; no SQL is resolved."""
+    specs = [spec for spec in catalog.specs if not names or spec.name in names]
+    for spec in specs:
+        tables = catalog.tables(spec.name)
+        print_outline(spec, tables, definitions.changed_tables(tables.silver, spec))
+    problems = [
+        line
+        for path, lines in catalog.problems.items()
+        if not names or path.stem in names
+        for line in lines
+    ]
+    refused = len({path for path in catalog.problems if not names or path.stem in names})
+    folders = ", ".join(str(d) for d in config.dataset_dirs)
+    say(
+        f"check: {len(specs)} datasets ok, {refused} refused (folders: {folders}); format only: "
+        "their SQL was not resolved (`runoff check` without --no-spark resolves it)"
+    )
+    for line in problems:
+        print(line, file=sys.stderr, flush=True)
+    return 2 if problems else 0
+
+
+def cmd_check(config: RunoffConfig, args: argparse.Namespace) -> int:
     catalog = Catalog.load(config)
     names = list(dict.fromkeys(getattr(args, "names", None) or ()))
     unknown = [name for name in names if not catalog.declares(name)]
     if unknown:
         raise catalog.unknown(unknown[0])
+    if getattr(args, "no_spark", False):
+        return _check_format(config, catalog, names)
+
+    from jobs.spark import get_spark
+
     spark = get_spark(app_name="runoff-check", config=config)
     plans, problems = check_specs(spark, catalog, names)
     for plan in plans:

@@ -154,3 +154,6 @@ def test_only_spark_commands_are_served() -> None:
     parser = cli.build_parser()
     assert cli.is_served(parser.parse_args(["quarantine", "replay", "events"]))
     assert not cli.is_served(parser.parse_args(["quarantine", "list", "events"]))
+    # `check` resolves SQL with Spark; `check --no-spark` does not.
+    assert cli.is_served(parser.parse_args(["check", "events"]))
+    assert not cli.is_served(parser.parse_args(["check", "--no-spark", "events"]))
