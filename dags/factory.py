@@ -82,6 +82,7 @@ from airflow.sdk.definitions.callback import SyncCallback
 from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 
 from core.config import RunoffConfig
+from core.spec_checks import failed_checks
 from core.specs import DatasetSpec
 from dags.assets import dataset_assets, dataset_doc, maintenance_doc, publish_extras
 from dags.hooks import SPARK_POOL
@@ -212,13 +213,25 @@ def build_dataset_dags(catalog: Catalog | None = None) -> dict[str, DAG]:
 
 
 def spec_errors(catalog: Catalog | None = None) -> str | None:
-    """Every refused spec file and its problems (one line each), or None when all are good."""
+    """Every refused spec file and its problems (one line each), then every spec whose SQL did
+    not resolve when it was last checked (`core.spec_checks`; its DAG is built, and its runs fail
+    at their first Spark step without a retry), or None when all are good."""
     catalog = catalog or load_catalog()
-    if not catalog.problems:
+    failed = failed_checks(catalog.config.home, catalog.specs)
+    if not catalog.problems and not failed:
         return None
-    lines = [f"{len(catalog.problems)} dataset spec(s) refused; their DAGs are not built:"]
-    for problems in catalog.problems.values():
-        lines.extend(problems)
+    lines = []
+    if catalog.problems:
+        lines.append(f"{len(catalog.problems)} dataset spec(s) refused; their DAGs are not built:")
+        for problems in catalog.problems.values():
+            lines.extend(problems)
+    if failed:
+        lines.append(
+            f"{len(failed)} dataset spec(s) whose SQL did not resolve when last checked (`runoff "
+            "check`, or a run); their runs fail until the file is fixed:"
+        )
+        for found in failed.values():
+            lines.extend(found)
     return "\n".join(lines)
 
 

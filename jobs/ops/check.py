@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from core.config import RunoffConfig
 from core.console import console, say
+from core.spec_checks import record_check
 from core.specs import DatasetSpec
 from delta_tables import definitions
 from delta_tables.catalog import Catalog, DatasetTables
@@ -85,6 +86,7 @@ def check_specs(
     plans = [resolve(spark, spec, catalog) for spec in specs]
     for plan in plans:
         problems.extend(plan.problems)
+        record_check(catalog.config.home, plan.spec, plan.problems)
     return plans, problems
 
 

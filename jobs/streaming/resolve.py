@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from core.errors import ConfigError
+from core.spec_checks import record_check
 from core.specs import DatasetSpec
 from delta_tables.catalog import Catalog
 from jobs.streaming.dataset import Dataset, SilverAggregate, compile_dataset, selected
@@ -293,9 +294,11 @@ def _check_expectations(
 
 def ensure_resolves(spark: SparkSession, catalog: Catalog, dataset: str) -> None:
     """Refuse to run a dataset whose spec's SQL does not resolve (the lines `runoff check`
-    prints), before any data is read."""
+    prints), before any data is read; the finding is kept for Airflow (`core.spec_checks`)."""
     from core.specs import SpecError
 
-    problems = resolve(spark, catalog.spec(dataset), catalog).problems
+    spec = catalog.spec(dataset)
+    problems = resolve(spark, spec, catalog).problems
+    record_check(catalog.config.home, spec, problems)
     if problems:
         raise SpecError(problems)

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from core.config import RunoffConfig
+from core.spec_checks import failed_checks
 from delta_tables.arrow import read_arrow
+from delta_tables.catalog import Catalog
 from delta_tables.ledger import read_runs
 from jobs.cli import main as cli
 
@@ -348,6 +350,15 @@ def test_check_refuses_a_bad_spec_naming_file_key_and_problem(
     assert runoff("bronze", "orders") == 2
     assert not (home / "delta" / "bronze" / "orders").exists()
     assert lines[0] in capsys.readouterr().err
+    # A SQL finding is kept for Airflow's DAG processor (core.spec_checks); a format problem is
+    # the catalog's own, found wherever the spec is read.
+    catalog = Catalog.load(orders_config)
+    sql_problem = "orders" in [spec.name for spec in catalog.specs]
+    assert failed_checks(home, catalog.specs) == ({"orders": lines} if sql_problem else {})
+    if sql_problem:  # fixed: the next check clears it
+        path.write_text(SPEC)
+        assert runoff("check", "orders") == 0
+        assert failed_checks(home, Catalog.load(orders_config).specs) == {}
 
 
 def test_add_columns_widens_bronze_and_silver_keeps_running(

@@ -331,6 +331,35 @@ def test_spec_errors_names_every_refused_file(tmp_path: Path) -> None:
     assert set(build_dataset_dags(catalog)) == SEED_DAG_IDS | {"runoff_orders"}
 
 
+def test_spec_errors_names_a_spec_whose_sql_failed_its_last_check(tmp_path: Path) -> None:
+    """A SQL check's finding (`core.spec_checks`, written by `runoff check` and every Spark
+    command) is an import error while the spec file is the one checked; the DAG is still built.
+    An edited file, or a check that passed, shows nothing."""
+    from core.spec_checks import record_check
+    from dags.factory import build_dataset_dags, load_catalog, spec_errors
+
+    folder, home = tmp_path / "datasets", tmp_path / "home"
+    home.mkdir()
+    path = write_orders(folder)
+    env = {"RUNOFF_DATASETS": str(folder), "RUNOFF_HOME": str(home)}
+    catalog = load_catalog(env)
+    problem = f"{path}: silver[0].measures.revenue: unknown column 'amout' (columns: ...)"
+    record_check(home, catalog.spec("orders"), [problem])
+    assert (spec_errors(load_catalog(env)) or "").splitlines() == [
+        "1 dataset spec(s) whose SQL did not resolve when last checked (`runoff check`, or a "
+        "run); their runs fail until the file is fixed:",
+        problem,
+    ]
+    assert "runoff_orders" in build_dataset_dags(load_catalog(env))
+    path.write_text(path.read_text() + "# edited\n")
+    assert spec_errors(load_catalog(env)) is None
+    record_check(home, load_catalog(env).spec("orders"), [])
+    assert spec_errors(load_catalog(env)) is None
+    # No home: nothing is written (a check never creates one).
+    record_check(tmp_path / "none", catalog.spec("orders"), [problem])
+    assert not (tmp_path / "none").exists()
+
+
 # -- the backfill branch --------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("run_type", "full_refresh", "replay", "rebuild", "expected"),
