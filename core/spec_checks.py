@@ -13,6 +13,7 @@ written into a home that does not exist (`runoff check` never creates one).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -40,7 +41,6 @@ def record_check(home: Path, spec: DatasetSpec, problems: Sequence[str]) -> None
     if sha is None or not home.is_dir():
         return
     folder = home / CHECKS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
     finding = {
         "dataset": spec.name,
         "file": str(spec.file),
@@ -48,9 +48,12 @@ def record_check(home: Path, spec: DatasetSpec, problems: Sequence[str]) -> None
         "checked_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "problems": list(problems),
     }
-    with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as out:
-        json.dump(finding, out)
-    os.replace(out.name, folder / f"{spec.name}.json")
+    # A finding that cannot be kept (a read-only home) costs Airflow's view, not the command.
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as out:
+            json.dump(finding, out)
+        os.replace(out.name, folder / f"{spec.name}.json")
 
 
 def failed_checks(home: Path, specs: Iterable[DatasetSpec]) -> dict[str, list[str]]:

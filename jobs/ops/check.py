@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.config import RunoffConfig
@@ -71,17 +72,25 @@ def print_plan(
             )
 
 
+def refused_files(catalog: Catalog, names: Sequence[str] = ()) -> dict[Path, tuple[str, ...]]:
+    """The spec files the catalog refused (only those of the datasets `names`, when given), and
+    their problem lines."""
+    return {
+        path: lines for path, lines in catalog.problems.items() if not names or path.stem in names
+    }
+
+
+def summary(config: RunoffConfig, good: int, refused: int) -> str:
+    folders = ", ".join(str(d) for d in config.dataset_dirs)
+    return f"check: {good} datasets ok, {refused} refused (folders: {folders})"
+
+
 def check_specs(
     spark: SparkSession, catalog: Catalog, names: Sequence[str] = ()
 ) -> tuple[list[DatasetPlan], list[str]]:
     """Plans of the good specs and every problem line (refused files first); only the datasets
     `names` when given."""
-    problems = [
-        line
-        for path, lines in catalog.problems.items()
-        if not names or path.stem in names
-        for line in lines
-    ]
+    problems = [line for lines in refused_files(catalog, names).values() for line in lines]
     specs = [spec for spec in catalog.specs if not names or spec.name in names]
     plans = [resolve(spark, spec, catalog) for spec in specs]
     for plan in plans:
@@ -135,17 +144,11 @@ def _check_format(config: RunoffConfig, catalog: Catalog, names: Sequence[str]) 
     for spec in specs:
         tables = catalog.tables(spec.name)
         print_outline(spec, tables, definitions.changed_tables(tables.silver, spec))
-    problems = [
-        line
-        for path, lines in catalog.problems.items()
-        if not names or path.stem in names
-        for line in lines
-    ]
-    refused = len({path for path in catalog.problems if not names or path.stem in names})
-    folders = ", ".join(str(d) for d in config.dataset_dirs)
+    refused = refused_files(catalog, names)
+    problems = [line for lines in refused.values() for line in lines]
     say(
-        f"check: {len(specs)} datasets ok, {refused} refused (folders: {folders}); format only: "
-        "their SQL was not resolved (`runoff check` without --no-spark resolves it)"
+        f"{summary(config, len(specs), len(refused))}; format only: their SQL was not resolved "
+        "(`runoff check` without --no-spark resolves it)"
     )
     for line in problems:
         print(line, file=sys.stderr, flush=True)
@@ -171,10 +174,7 @@ def cmd_check(config: RunoffConfig, args: argparse.Namespace) -> int:
             changed = definitions.changed_tables(silver, plan.spec)
             print_plan(plan, plan.spec.schedule, changed)
     good = sum(1 for p in plans if not p.problems)
-    refused_files = [p for p in catalog.problems if not names or p.stem in names]
-    refused_count = len(refused_files) + len(plans) - good
-    folders = ", ".join(str(d) for d in config.dataset_dirs)
-    say(f"check: {good} datasets ok, {refused_count} refused (folders: {folders})")
+    say(summary(config, good, len(refused_files(catalog, names)) + len(plans) - good))
     for line in problems:
         print(line, file=sys.stderr, flush=True)
     return 2 if problems else 0
