@@ -89,6 +89,11 @@ def s3_server(log: Path, bucket: str = "lake") -> Iterator[S3Server]:
         )
         client.create_bucket(Bucket=bucket)
         assert set(env) == set(S3_CLIENT_VARIABLES)
+        # fsspec keeps one filesystem per constructor arguments, and the endpoint comes from the
+        # environment: an earlier server's (gone) would otherwise be reused by this process.
+        import s3fs
+
+        s3fs.S3FileSystem.clear_instance_cache()
         yield S3Server(endpoint, bucket, env)
     finally:
         with suppress(ProcessLookupError):
