@@ -3,8 +3,8 @@
 Three ways to ask whether a spec holds, each a `runoff` process as a user (or an editor's hook)
 starts it, in a scratch home under `benchmarks/work/check`:
 - cold: `runoff check events` on its own: a JVM started, the SQL resolved (the baseline);
-- warm: the same command as a client of a `runoff serve` started once for the benchmark
-  (`RUNOFF_SERVER`): the server's driver resolves the SQL;
+- warm: the same command as a client of a `runoff serve` started once for the benchmark, as
+  `make airflow` starts it (`dags.standalone.start_server`): the server's driver resolves the SQL;
 - no JVM: `runoff check --no-spark events`: the format's checks and the outline, no SQL resolved.
 Each is run `RUNS` times after one warm-up run (the server's first check compiles what later ones
 reuse); reported are the medians, as ratios to the cold median. The issue's bounds, under 3 s
@@ -15,9 +15,9 @@ averages before and after are in `params`. Writes `benchmarks/results/check.json
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -28,7 +28,6 @@ from typing import Any
 RUNS = 5
 WORK = Path(__file__).resolve().parent / "work" / "check"
 REPO_ROOT = Path(__file__).resolve().parent.parent
-START_TIMEOUT = 240.0
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
@@ -69,26 +68,16 @@ def main() -> dict[str, Any]:
     cold, cold_runs = medians(check, env)
     no_jvm, no_jvm_runs = medians([*check, "--no-spark"], env)
 
-    socket_path = WORK / "runoff.sock"
-    log = WORK / "serve.log"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jobs.cli", "serve", "--socket", str(socket_path)],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    from dags import standalone
+
+    # `make airflow`'s server, on the home's socket; its master is the spark_default connection.
+    spark_default = json.dumps({"conn_type": "spark", "host": "local[2]"})
+    server = standalone.start_server({**env, "AIRFLOW_CONN_SPARK_DEFAULT": spark_default}, home)
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while "runoff: serving on" not in log.read_text(errors="replace"):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"runoff serve did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.5)
-        warm, warm_runs = medians(check, {**env, "RUNOFF_SERVER": str(socket_path)})
+        client = {**env, "RUNOFF_SERVER": str(standalone.server_socket(home))}
+        warm, warm_runs = medians(check, client)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=120)
+        standalone.stop(server, timeout=120)
     shutil.rmtree(WORK, ignore_errors=True)
 
     return write_result(

@@ -34,6 +34,7 @@ SLOWEST_FIRST = (
     "tests/spark/jobs/backfill/test_job.py",
     "tests/e2e/dags/test_dag_run.py",
     "tests/e2e/test_spark_cluster.py",
+    "tests/e2e/test_readme_walkthrough.py",
     "tests/spark/jobs/silver/test_job.py",
     "tests/e2e/test_server.py",
     "tests/spark/quality/test_gate.py",
@@ -41,7 +42,6 @@ SLOWEST_FIRST = (
     "tests/spark/jobs/ops/test_ops.py",
     "tests/e2e/test_airflow_e2e.py",
     "tests/spark/jobs/bronze/test_job.py",
-    "tests/e2e/test_readme_walkthrough.py",
     "tests/e2e/test_silver_killed.py",
     "tests/e2e/test_live_progress.py",
 )
