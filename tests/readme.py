@@ -24,6 +24,7 @@ from tests.conftest import REPO_ROOT
 # Debian's default PATH for a login shell (/etc/profile, /etc/login.defs ENV_SUPATH).
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 REPOSITORY_PLACEHOLDER = "/path/to/runoff"
+SHOP_PLACEHOLDER = "/tmp/shop"  # the walkthrough's folder
 # Box-drawing characters of rich's tables: a cell's content is compared, not its padding.
 TABLE_RULES = "┏┳┓┡╇┩└┴┘━┃│"
 _FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```$", re.M | re.S)
@@ -69,10 +70,10 @@ def commands(transcript: Block) -> list[tuple[str, list[str]]]:
     return steps
 
 
-def verbatim(text: str, shop: Path, tmp_shop: str = "/tmp/shop") -> str:
+def verbatim(text: str, shop: Path) -> str:
     """`text` with the README's placeholder folders replaced: the repository's path, and the
     walkthrough's /tmp/shop by `shop`."""
-    return text.replace(REPOSITORY_PLACEHOLDER, str(REPO_ROOT)).replace(tmp_shop, str(shop))
+    return text.replace(REPOSITORY_PLACEHOLDER, str(REPO_ROOT)).replace(SHOP_PLACEHOLDER, str(shop))
 
 
 def fresh_environment(home: Path) -> dict[str, str]:

@@ -26,6 +26,7 @@ import pytest
 from core.config import RunoffConfig
 from tests.conftest import REPO_ROOT
 from tests.readme import (
+    SHOP_PLACEHOLDER,
     Block,
     blocks,
     commands,
@@ -72,7 +73,7 @@ def test_the_walkthrough_typed_into_a_fresh_shell_prints_what_the_readme_shows(
         script.append(f'{verbatim(command, shop)}\necho "{MARK}$?"')
         expected.append((command, [verbatim(line, shop) for line in shown]))
 
-    spec_file = re.search(r"`(/tmp/shop/[^`]+\.yaml)`", steps[1].before)
+    spec_file = re.search(rf"`({re.escape(SHOP_PLACEHOLDER)}/[^`]+\.yaml)`", steps[1].before)
     assert spec_file, steps[1].before
     script.append(verbatim(steps[0].text, shop))
     script.append(f"cat > {verbatim(spec_file.group(1), shop)} <<'YAML'\n{steps[1].text}YAML")
