@@ -16,15 +16,16 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from tests.receiver import Receiver
 
+T = TypeVar("T")
 DAG_ID = "runoff_events"
 # A run takes about a minute on an idle 2-core machine; allow for one busy with the other
 # worker's tests (a spark-submit per task, each a cold JVM).
@@ -88,20 +89,20 @@ class Airflow:
         else:
             env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
             env["AIRFLOW_HOME"] = self.env["AIRFLOW_HOME"]
-        for attempt in range(1, attempts + 1):
-            result = subprocess.run(
+        result = again_while_locked(
+            lambda: subprocess.run(
                 [str(Path(sys.executable).parent / "airflow"), *args],
                 env=env,
                 capture_output=True,
                 text=True,
                 timeout=300,
                 check=False,
-            )
-            if result.returncode == 0:
-                return result.stdout
-            if "database is locked" not in result.stderr or attempt == attempts:
-                break
-            time.sleep(5)
+            ),
+            lambda done: done.stderr if done.returncode else "",
+            attempts,
+        )
+        if result.returncode == 0:
+            return result.stdout
         raise AssertionError(f"airflow {' '.join(args)}: {result.stderr[-2000:]}")
 
     def task_states(self, run_id: str) -> dict[str, str | None]:
@@ -169,6 +170,18 @@ def log_line(entry: Any) -> str:
     if "error_detail" in entry:
         text += "\n" + json.dumps(entry["error_detail"], indent=1)[-3000:]
     return text
+
+
+def again_while_locked(attempt: Callable[[], T], said: Callable[[T], str], attempts: int = 3) -> T:
+    """`attempt()`, made again 5 s later (at most `attempts` times in all) while what it `said`
+    holds sqlite's "database is locked": `make airflow`'s scheduler was writing (the README's
+    advice: submit it again). The last result, whatever it is."""
+    for _ in range(attempts - 1):
+        result = attempt()
+        if "database is locked" not in said(result):
+            return result
+        time.sleep(5)
+    return attempt()
 
 
 def clean_environment() -> dict[str, str]:

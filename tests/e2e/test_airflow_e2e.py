@@ -54,6 +54,7 @@ from tests.airflow_api import (
     LOOPBACK,
     RUN_TIMEOUT,
     Airflow,
+    again_while_locked,
     clean_environment,
     kill_leftovers,
     listening_sockets,
@@ -299,11 +300,9 @@ def test_airflow_runs_and_shows_runoff_events(airflow: Airflow, tmp_path: Path) 
     shell_home = tmp_path / "user"
     shell_home.mkdir()
     script = f'export RUNOFF_HOME={home}\n{recipe.text}echo "@@ exit $?"'
-    for _ in range(3):  # sqlite refuses it while the scheduler writes: again, as the README says
-        printed = fresh_shell(script, home=shell_home, cwd=REPO_ROOT, timeout=300)
-        if "database is locked" not in printed:
-            break
-        time.sleep(5)
+    printed = again_while_locked(
+        lambda: fresh_shell(script, home=shell_home, cwd=REPO_ROOT, timeout=300), str
+    )
     assert printed.rstrip().endswith("@@ exit 0"), printed[-3000:]
     (created,) = af.api("GET", f"/backfills?dag_id={DAG_ID}")["backfills"]
     assert (created["from_date"], created["to_date"]) == (
