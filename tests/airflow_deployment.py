@@ -1,17 +1,19 @@
 """Airflow as docker/compose.yaml deploys it, as data: the commands and the configuration.
 
-docker/compose.yaml runs PostgreSQL and each Airflow component as a service: `airflow-init` runs
-INIT_COMMANDS once, then `airflow-api-server`, `airflow-scheduler` (LocalExecutor: the tasks, each a
-spark-submit through the `spark_default` connection, run there), `airflow-dag-processor` and
-`airflow-triggerer` run `component_command(<component>)`, every one with `airflow_settings(<site>)`
-in its environment. tests/e2e/test_airflow_postgres.py runs the same commands with the same settings
-as processes on loopback (its own PostgreSQL server: tests/postgres_server.py), and
+docker/compose.yaml runs PostgreSQL, `runoff serve` and each Airflow component as a service:
+`runoff-server` runs `server_command(<site>)` (one warm Spark driver on the cluster, listening on
+TCP) with `server_settings(<site>)`; `airflow-init` runs INIT_COMMANDS once, then
+`airflow-api-server`, `airflow-scheduler` (LocalExecutor: the tasks run there, each a client of the
+server through `RUNOFF_SERVER`), `airflow-dag-processor` and `airflow-triggerer` run
+`component_command(<component>)`, every one with `airflow_settings(<site>)` in its environment.
+tests/e2e/test_airflow_postgres.py runs the same commands with the same settings as processes on
+loopback (its own PostgreSQL server: tests/postgres_server.py), and
 tests/unit/docker/test_compose_airflow.py checks that compose runs exactly these commands with
 exactly these keys (and, for compose's site, these values).
 
-What differs between deployments is a `Site`: where the database and the API server are, the
-secrets, the DAG folder, the Spark master. Secrets are never literals: compose takes them from
-the environment (`${...:?}`), the test generates them.
+What differs between deployments is a `Site`: where the database, the API server and the runoff
+server are, the secrets, the DAG folder, the Spark master. Secrets are never literals: compose
+takes them from the environment (`${...:?}`), the test generates them.
 """
 
 from __future__ import annotations
@@ -63,7 +65,11 @@ class Site:
     base_url: str  # how browsers and REST clients reach the api-server
     execution_api_url: str  # how task processes reach it
     dags_folder: str
-    spark_connection: str  # AIRFLOW_CONN_SPARK_DEFAULT: where the tasks' spark-submit goes
+    spark_connection: str  # AIRFLOW_CONN_SPARK_DEFAULT: spark-submit's master, if no server
+    server_secret: str  # RUNOFF_SERVER_SECRET: what clients of the runoff server prove
+    server_listen: str  # HOST:PORT the runoff server listens on (`runoff serve --listen`)
+    server_address: str  # HOST:PORT where the tasks reach it
+    spark_master: str  # RUNOFF_SPARK_MASTER: the runoff server's (and the CLI's) master
     worker_log_port: int = 8793  # the scheduler's log server (task logs while they run)
     trigger_log_port: int = 8794  # the triggerer's
 
@@ -77,9 +83,22 @@ def database_url(site: Site) -> str:
     )
 
 
+def server_command(site: Site) -> list[str]:
+    """The runoff server's command: one long-lived Spark driver that runs every task's Spark
+    step, reached over TCP."""
+    return ["runoff", "serve", "--listen", site.server_listen]
+
+
+def server_settings(site: Site) -> dict[str, str]:
+    """The runoff server's environment (with the runoff home): its secret and its master."""
+    return {"RUNOFF_SERVER_SECRET": site.server_secret, "RUNOFF_SPARK_MASTER": site.spark_master}
+
+
 def airflow_settings(site: Site) -> dict[str, str]:
-    """The environment every Airflow process of the deployment gets: `AIRFLOW__*` settings and
-    the `spark_default` connection."""
+    """The environment every Airflow process of the deployment gets: `AIRFLOW__*` settings, the
+    `spark_default` connection, and the runoff server its tasks are clients of (its address
+    and secret: `dags.hooks.RunoffCliHook`). Without `RUNOFF_SERVER` a task is a spark-submit
+    through `spark_default` (README, Scaling out)."""
     url = database_url(site)
     return {
         "AIRFLOW__CORE__DAGS_FOLDER": site.dags_folder,
@@ -103,13 +122,16 @@ def airflow_settings(site: Site) -> dict[str, str]:
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(site.worker_log_port),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(site.trigger_log_port),
         "AIRFLOW_CONN_SPARK_DEFAULT": site.spark_connection,
+        "RUNOFF_SERVER": f"tcp://{site.server_address}",
+        "RUNOFF_SERVER_SECRET": site.server_secret,
     }
 
 
 def new_secrets() -> dict[str, str]:
-    """A new JWT secret and Fernet key (what README's Scaling out writes into docker/.env), as
-    `Site` fields."""
+    """A new JWT secret, Fernet key and runoff server secret (what README's Scaling out writes
+    into docker/.env), as `Site` fields."""
     return {
         "jwt_secret": secrets.token_hex(32),
         "fernet_key": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+        "server_secret": secrets.token_hex(32),
     }

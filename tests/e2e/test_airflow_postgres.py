@@ -1,14 +1,17 @@
 """Airflow as docker/compose.yaml deploys it, as processes on loopback: scheduled, manual, backfill.
 
 The test starts its own PostgreSQL (tests/postgres_server.py: Debian's binaries, a throw-away
-cluster on a free loopback port, a generated password), then runs compose's Airflow commands
+cluster on a free loopback port, a generated password), then runs compose's commands
 (tests/airflow_deployment.py, which tests/unit/docker/test_compose_airflow.py holds compose to):
+the runoff server (`runoff serve --listen`, on 127.0.0.1 at a free port, with a generated secret),
 `airflow db migrate` and the `spark` pool, then api-server, scheduler (LocalExecutor),
 dag-processor and triggerer, each its own process with the deployment's settings in its
 environment: the metadata database on PostgreSQL through psycopg 3 (sync and async), a JWT secret
 and Fernet key generated for the test, the api-server on 127.0.0.1 at a free port. Tasks run as
-compose runs them: each Spark step a spark-submit through `spark_default` (`local[2]` here,
-compose's Spark master there); no `runoff serve`.
+compose runs them: each Spark step a client of the runoff server over TCP (`local[2]` here,
+compose's Spark master there), which every task log says; a client with another secret is
+refused and changes nothing. (Tasks as spark-submits, compose's fallback, are
+tests/e2e/dags/test_dag_run.py's and tests/e2e/test_spark_cluster.py's.)
 
 In that Airflow, with `runoff_events` (hourly, from its spec):
 - unpausing it creates one scheduled run, for the latest complete hour (`catchup=False`), which
@@ -44,6 +47,7 @@ import pytest
 
 from core.config import RunoffConfig
 from dags import standalone
+from delta_tables.writes import table_version
 from tests import expected
 from tests.airflow_api import (
     DAG_ID,
@@ -66,6 +70,8 @@ from tests.airflow_deployment import (
     airflow_settings,
     component_command,
     new_secrets,
+    server_command,
+    server_settings,
 )
 from tests.conftest import REPO_ROOT
 from tests.postgres_server import running_postgres
@@ -91,7 +97,8 @@ def deployed() -> Iterator[Airflow]:
     passed = False
     try:
         with running_postgres(POSTGRES_USER, POSTGRES_DB) as postgres:
-            env = _environment(root, _site(postgres.address, postgres.password))
+            site = _site(postgres.address, postgres.password)
+            env = _environment(root, site)
             # Compose's healthcheck, then airflow-init's commands, then the components.
             ready = subprocess.run(
                 POSTGRES_READY,
@@ -105,6 +112,7 @@ def deployed() -> Iterator[Airflow]:
                 _run_init(command, env, logs / "init.log", cwd=root)
             processes: dict[str, subprocess.Popen[bytes]] = {}
             try:
+                processes["runoff-server"] = _start_server(site, env, root, logs)
                 for component in COMPONENTS:
                     with (logs / f"{component}.log").open("wb") as output:
                         processes[component] = subprocess.Popen(
@@ -139,8 +147,10 @@ def deployed() -> Iterator[Airflow]:
 
 def _site(postgres: str, password: str) -> Site:
     """This test's site: the database it started, the api-server and the log servers on free
-    loopback ports, new secrets, this repository's DAGs, Spark in the task (`local[2]`)."""
+    loopback ports, new secrets, this repository's DAGs, the runoff server on a free loopback
+    port with Spark in its driver (`local[2]`)."""
     port = standalone.free_port()
+    server = f"127.0.0.1:{standalone.free_port()}"
     url = f"http://127.0.0.1:{port}"
     return Site(
         postgres=postgres,
@@ -152,6 +162,9 @@ def _site(postgres: str, password: str) -> Site:
         execution_api_url=f"{url}/execution/",
         dags_folder=str(REPO_ROOT / "dags"),
         spark_connection=json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        server_listen=server,
+        server_address=server,
+        spark_master="local[2]",
         worker_log_port=standalone.free_port(),
         trigger_log_port=standalone.free_port(),
     )
@@ -165,9 +178,34 @@ def _environment(root: Path, site: Site) -> dict[str, str]:
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
     env["AIRFLOW_HOME"] = str(root / "airflow")
     env["RUNOFF_HOME"] = str(root / "home")
-    env["RUNOFF_SPARK_MASTER"] = "local[2]"
+    env["RUNOFF_SPARK_MASTER"] = site.spark_master
     env.update(airflow_settings(site))
     return env
+
+
+def _start_server(
+    site: Site, env: dict[str, str], cwd: Path, logs: Path
+) -> subprocess.Popen[bytes]:
+    """Compose's `runoff-server`: its command, the runoff settings every service gets and its
+    own (no Airflow setting); returned once Spark is up and it serves."""
+    runoff_env = {k: v for k, v in env.items() if not k.startswith(("AIRFLOW", "RUNOFF_SERVER"))}
+    log = logs / "runoff-server.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            server_command(site),
+            env={**runoff_env, **server_settings(site)},
+            cwd=cwd,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while "runoff: serving on" not in log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop_group(process)
+            raise AssertionError("runoff serve did not start:\n" + log.read_text()[-3000:])
+        time.sleep(0.5)
+    return process
 
 
 def _run_init(command: tuple[str, ...], env: dict[str, str], log: Path, cwd: Path) -> None:
@@ -268,6 +306,46 @@ def _backfill_summary(af: Airflow, run_id: str) -> str:
     return "\n".join(line for line in log.splitlines() if line.startswith("backfill "))
 
 
+def assert_served(af: Airflow, run_id: str, tasks: tuple[str, ...]) -> None:
+    """Each of the run's `tasks` ran its step in the runoff server (`dags.hooks.RunoffCliHook`
+    logs where a call runs), none as a spark-submit."""
+    for task in tasks:
+        log = af.task_log(run_id, task)
+        assert f"(server {af.env['RUNOFF_SERVER']})" in log, (task, log[-3000:])
+        assert "Spark-Submit cmd" not in log, (task, log[-3000:])
+
+
+def assert_other_secret_refused(af: Airflow, config: RunoffConfig) -> None:
+    """A client of the deployment's server with another secret: one line, exit 2, nothing
+    written."""
+    versions = [table_version(config.bronze_path("events")), table_version(config.runs_path)]
+    env = {**clean_environment(), "RUNOFF_SERVER": af.env["RUNOFF_SERVER"]}
+    env["RUNOFF_SERVER_SECRET"] = "another-secret-of-enough-length"
+    refused = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "runoff"),
+            "--home",
+            str(config.home),
+            "bronze",
+            "events",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.splitlines() == [
+        "runoff: error: the server refused the request: wrong or missing secret "
+        "(RUNOFF_SERVER_SECRET)"
+    ], refused.stderr
+    assert [
+        table_version(config.bronze_path("events")),
+        table_version(config.runs_path),
+    ] == versions
+
+
 def _runs_in_postgres(env: dict[str, str]) -> list[tuple[str, str, str]]:
     """(run type, state, run id) of every run of DAG_ID, as Airflow recorded them in PostgreSQL."""
     url = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].replace(
@@ -315,7 +393,9 @@ def test_scheduled_manual_and_backfill_runs_on_postgres(deployed: Airflow) -> No
     assert _hour(unpaused) - HOUR <= end <= _hour(datetime.now(UTC)), (unpaused, scheduled)
     assert af.wait_for_runs([run_id], timeout=RUN_TIMEOUT)[run_id] == "success", af.explain(run_id)
     assert af.task_states(run_id) == INCREMENTAL_STATES
+    assert_served(af, run_id, ("bronze", "silver", "validate"))
     assert_tables_as_expected(config, delivered)
+    assert_other_secret_refused(af, config)
 
     # -- a manual run through the REST API: the file of hour 23 ------------------------------
     _generate(
@@ -347,6 +427,7 @@ def test_scheduled_manual_and_backfill_runs_on_postgres(deployed: Airflow) -> No
     (delivered / path.relative_to(landing)).write_text(corrected)
     [backfilled] = backfill(af, hour_23.isoformat(), hour_23.isoformat())
     assert af.task_states(backfilled) == BACKFILLED, af.explain(backfilled)
+    assert_served(af, backfilled, ("backfill",))
     assert _interval(af.run(backfilled)) == (hour_23, hour_23 + HOUR)
     summary = _backfill_summary(af, backfilled)
     assert f"backfill events [{hour_23:%Y-%m-%dT%H:%M:%SZ}, " in summary, summary

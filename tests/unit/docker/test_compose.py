@@ -9,6 +9,8 @@ from the environment only (compose refuses to start without them).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import shlex
 import tomllib
@@ -33,7 +35,12 @@ AIRFLOW_SERVICES = (
 SPARK_SERVICES = ("spark-master", "spark-worker")
 MASTER_URL = "spark://spark-master:7077"
 # What `docker/.env` (or the shell) provides: compose's secrets, required from the environment.
-SECRET_VARIABLES = ("RUNOFF_POSTGRES_PASSWORD", "RUNOFF_JWT_SECRET", "RUNOFF_FERNET_KEY")
+SECRET_VARIABLES = (
+    "RUNOFF_POSTGRES_PASSWORD",
+    "RUNOFF_JWT_SECRET",
+    "RUNOFF_FERNET_KEY",
+    "RUNOFF_SERVER_SECRET",
+)
 SECRETS = {name: f"{name.lower()}0123456789" for name in SECRET_VARIABLES}
 LOOPBACK = {"127.0.0.1", "::1"}
 
@@ -383,3 +390,24 @@ def test_airflow_in_compose_requires_a_login(compose: dict[str, Any]) -> None:
 def test_secrets_file_stays_out_of_git_and_the_image() -> None:
     assert ".env" in (DOCKER / ".gitignore").read_text().split()
     assert "**/.env" in (DOCKER / "Dockerfile.dockerignore").read_text().split()
+
+
+def test_the_readmes_env_file_holds_every_secret_compose_requires(compose: dict[str, Any]) -> None:
+    """README, Scaling out, writes docker/.env with a `python3 -c` program: run here, it prints
+    each variable compose requires, once, with a value compose and runoff accept."""
+    from jobs.cli.server import MIN_SECRET_CHARS
+    from tests.readme import blocks, section
+
+    [writer] = [b.text for b in blocks(section("Scaling out")) if "> docker/.env" in b.text]
+    program = re.search(r"python3 -c '(.*?)' > docker/\.env", writer, re.S)
+    assert program, writer
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(program.group(1), {})
+    pairs = [line.split("=", 1) for line in printed.getvalue().splitlines()]
+    values = dict(pairs)
+    assert len(values) == len(pairs)
+    assert set(values) == set(SECRET_VARIABLES)
+    assert values["RUNOFF_POSTGRES_PASSWORD"].isalnum()  # it goes into a URL unquoted
+    assert len(values["RUNOFF_SERVER_SECRET"]) >= MIN_SECRET_CHARS
+    resolved(compose, values)  # nothing missing

@@ -1,11 +1,12 @@
 """docker/compose.yaml runs Airflow exactly as tests/airflow_deployment.py defines it.
 
-tests/e2e/test_airflow_postgres.py starts PostgreSQL and Airflow's components as processes on
-loopback from that definition; here compose is held to it: the same init commands, one service
-per component with the component's command, the same `AIRFLOW__*` keys with the values of
-compose's site (its service names, ports and `${...}` secrets), the same PostgreSQL user,
-database and readiness check, and tasks as spark-submits (no `runoff serve` in compose, none in
-the test). Compose's variables are resolved as compose does (tests/unit/docker/test_compose.py).
+tests/e2e/test_airflow_postgres.py starts PostgreSQL, the runoff server and Airflow's components as
+processes on loopback from that definition; here compose is held to it: the same init commands,
+one service per component with the component's command, the same `AIRFLOW__*` and
+`RUNOFF_SERVER*` keys with the values of compose's site (its service names, ports and `${...}`
+secrets), the same PostgreSQL user, database and readiness check, and the runoff server's command
+and settings, at the address the tasks are given. Compose's variables are resolved as compose
+does (tests/unit/docker/test_compose.py).
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ from tests.airflow_deployment import (
     airflow_settings,
     component_command,
     database_url,
+    server_command,
+    server_settings,
 )
 from tests.unit.docker.test_compose import COMPOSE, SECRETS, resolved
 
 INIT_SERVICE = "airflow-init"
+SERVER_SERVICE = "runoff-server"
 COMPONENT_SERVICES = {f"airflow-{component}": component for component in COMPONENTS}
 
 
@@ -57,11 +61,21 @@ def compose_site(services: dict[str, Any]) -> Site:
         execution_api_url=f"http://airflow-api-server:{api_port}/execution/",
         dags_folder="/app/dags",
         spark_connection="spark://spark-master:7077",
+        server_secret=SECRETS["RUNOFF_SERVER_SECRET"],
+        # Inside its container, on every interface: the other services reach it by its name.
+        server_listen="0.0.0.0:7079",
+        server_address=f"{SERVER_SERVICE}:7079",
+        spark_master="spark://spark-master:7077",
     )
 
 
 def airflow_environment(service: dict[str, Any]) -> dict[str, str]:
-    return {k: str(v) for k, v in service["environment"].items() if k.startswith("AIRFLOW")}
+    """The deployment's settings of a service: Airflow's, and the runoff server it reaches."""
+    return {
+        k: str(v)
+        for k, v in service["environment"].items()
+        if k.startswith(("AIRFLOW", "RUNOFF_SERVER"))
+    }
 
 
 def test_compose_runs_one_service_per_component_with_its_command(
@@ -118,11 +132,32 @@ def test_compose_postgres_is_the_database_of_the_settings(services: dict[str, An
     )
 
 
-def test_compose_tasks_are_spark_submits_as_in_the_test(services: dict[str, Any]) -> None:
-    """No `runoff serve` in compose: a task without RUNOFF_SERVER is a spark-submit through
-    `spark_default` (dags/hooks.py), as in tests/e2e/test_airflow_postgres.py."""
-    for name, service in services.items():
-        assert "RUNOFF_SERVER" not in (service.get("environment") or {}), name
-        command = service.get("command") or []
-        words = shlex.split(command) if isinstance(command, str) else command
-        assert "serve" not in words, name
+def test_compose_runs_the_runoff_server_as_in_the_test(services: dict[str, Any]) -> None:
+    """The server's command and settings are the definition's, at the address the tasks are
+    given: its service's name (the host other containers reach) and its port."""
+    site = compose_site(services)
+    server = services[SERVER_SERVICE]
+    assert server["command"] == server_command(site)
+    env = {k: str(v) for k, v in server["environment"].items() if v is not None}
+    assert {k: env.get(k) for k in server_settings(site)} == server_settings(site)
+    assert "RUNOFF_SERVER" not in env  # the server is nobody's client
+    host, port = site.server_address.split(":")
+    assert server["hostname"] == host
+    assert site.server_listen.split(":")[1] == port
+    assert "runoff-home:/data/runoff" in server["volumes"]
+
+
+def test_compose_runs_every_spark_command_in_the_server(services: dict[str, Any]) -> None:
+    """Airflow's tasks and the one-off `runoff` service are the server's clients (its address
+    and secret); nothing else starts a Spark driver of its own."""
+    site = compose_site(services)
+    client = {k: v for k, v in airflow_settings(site).items() if k.startswith("RUNOFF_SERVER")}
+    assert client == {
+        "RUNOFF_SERVER": f"tcp://{SERVER_SERVICE}:7079",
+        "RUNOFF_SERVER_SECRET": SECRETS["RUNOFF_SERVER_SECRET"],
+    }
+    for name in (*COMPONENT_SERVICES, "runoff"):
+        env = services[name]["environment"]
+        assert {k: env.get(k) for k in client} == client, name
+    for name in COMPONENT_SERVICES:
+        assert services[name]["depends_on"][SERVER_SERVICE] == {"condition": "service_started"}
