@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 from upath import UPath
 
+from core import caller
 from core.errors import ConfigError
 from core.locking import local_lock_file, lock_path
 from core.specs import SEED_DIR
@@ -64,7 +65,7 @@ def _dataset_dirs(env_value: str, flags: Sequence[str | os.PathLike[str]]) -> tu
     """The seed folder, every folder of RUNOFF_DATASETS (colon-separated), every --datasets."""
     dirs = [SEED_DIR]
     for raw in [*(p for p in env_value.split(os.pathsep) if p.strip()), *flags]:
-        path = Path(raw).expanduser().absolute()
+        path = caller.absolute(raw)
         if not path.is_dir():
             raise ConfigError(f"datasets folder {str(raw)!r} is not a directory")
         if path not in dirs:
@@ -138,13 +139,19 @@ def data_location(raw: str | os.PathLike[str], what: str = "RUNOFF_DATA") -> Loc
     text = os.fspath(raw).strip()
     scheme, sep, rest = text.partition("://")
     if not sep:
-        return UPath(Path(text).expanduser().absolute())
+        return UPath(caller.absolute(text))
     if scheme not in OBJECT_STORE_SCHEMES or not rest.split("/")[0]:
         raise ConfigError(
             f"{what}={text!r}: use a local folder or s3a://<bucket>/<prefix> (other URI schemes "
             "are not supported)"
         )
     return object_path(text.rstrip("/"))
+
+
+# Streaming runs at once in one driver by default (the datasets of `runoff run A B`, the commands
+# of `runoff serve`): two on a small machine, half the cores on a larger one (each run's
+# micro-batches use every core of a local driver while they compute).
+DEFAULT_PARALLEL = max(2, (os.cpu_count() or 2) // 2)
 
 
 @dataclass(frozen=True)
@@ -173,15 +180,16 @@ class RunoffConfig:
         env: Mapping[str, str] | None = None,
         datasets: Sequence[str | os.PathLike[str]] = (),
     ) -> RunoffConfig:
-        """Build the configuration: explicit arguments, then `RUNOFF_*` variables, then defaults."""
-        env = os.environ if env is None else env
+        """Build the configuration: explicit arguments, then `RUNOFF_*` variables (the caller's:
+        `core.caller`), then defaults. Relative paths are the caller's working directory's."""
+        env = caller.environ() if env is None else env
         raw_home = home if home is not None else env.get("RUNOFF_HOME") or DEFAULT_HOME
-        home_path = Path(raw_home).expanduser()
+        home_path = caller.absolute(raw_home)
         if home_path.exists() and not home_path.is_dir():
             raise ConfigError(f"home {str(raw_home)!r} exists and is not a directory")
         master = spark_master or env.get("RUNOFF_SPARK_MASTER") or "local[*]"
         config = cls(
-            home=home_path.absolute(),
+            home=home_path,
             spark_master=master,
             shuffle_partitions=_env_int(env, "RUNOFF_SHUFFLE_PARTITIONS", 4),
             spark_conf=_parse_spark_conf(env.get("RUNOFF_SPARK_CONF", "")),

@@ -6,7 +6,8 @@ checkpoint locks are released on the way out). py4j turns an interrupt that arri
 driver waits for the JVM into its own network error, so the ledger and the CLI ask `received()`
 rather than trusting the exception's type. The checkpoint is untouched by an interrupted batch:
 the next run replays it (exactly once, as after a crash). Under `runoff serve` a command runs
-in a worker thread: its client's signals arrive through `deliver()` and are raised by `check()`.
+in a thread of its own: its client's signals arrive in its caller's list (`core.caller`: each
+served command its own) and are raised by `check()`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ import threading
 from types import FrameType
 from typing import Any
 
+from core.caller import current
 from core.errors import RunoffError
 
-_received: list[int] = []
+_process_received: list[int] = []
+
+
+def _received() -> list[int]:
+    """The signals of the command running in this thread: its caller's, else the process's."""
+    caller = current()
+    return _process_received if caller is None else caller.signals
 
 
 class Terminated(KeyboardInterrupt):
@@ -26,7 +34,7 @@ class Terminated(KeyboardInterrupt):
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    _received.append(signum)
+    _process_received.append(signum)
     raise Terminated
 
 
@@ -45,24 +53,26 @@ def restore(previous: Any) -> None:
 
 def received(signum: int = signal.SIGTERM) -> bool:
     """True once `signum` (SIGTERM unless named) arrived during the current command."""
-    return signum in _received
+    return signum in _received()
 
 
 def deliver(signum: int) -> None:
-    """A signal for the current command from elsewhere: `runoff serve`'s client sent it. The
-    command sees it at its next `check()` (its Spark work is stopped by the server)."""
-    _received.append(signum)
+    """A signal for the command running in this thread from elsewhere (`runoff run A B` stopping
+    its datasets). The command sees it at its next `check()`. (`runoff serve` appends its
+    client's signals to the command's caller.)"""
+    _received().append(signum)
 
 
 def reset() -> None:
-    _received.clear()
+    _received().clear()
 
 
 def check() -> None:
     """Raise the interrupt of a delivered signal (streaming loops call it between waits)."""
-    if signal.SIGTERM in _received:
+    received_now = _received()
+    if signal.SIGTERM in received_now:
         raise Terminated
-    if _received:
+    if received_now:
         raise KeyboardInterrupt
 
 

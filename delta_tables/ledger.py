@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from core import interrupts
+from core.caller import Caller, current
 from core.config import Location
 from delta_tables.ops import append_rows, read_rows
 
@@ -114,21 +115,25 @@ class RunListener(Protocol):
     def run_ended(self, record: RunRecord) -> None: ...
 
 
-_listeners: list[RunListener] = []
+# Each with the caller of the command that listens (`core.caller`: None in a command's own
+# process): a command of `runoff serve` hears its own runs, not those of its neighbours.
+_listeners: list[tuple[RunListener, Caller | None]] = []
 
 
 @contextmanager
 def listening(listener: RunListener) -> Iterator[None]:
-    """`listener` is told of the runs recorded while the block runs."""
-    _listeners.append(listener)
+    """`listener` is told of the runs this command records while the block runs."""
+    entry = (listener, current())
+    _listeners.append(entry)
     try:
         yield
     finally:
-        _listeners.remove(listener)
+        _listeners.remove(entry)
 
 
 def _tell(event: str, record: RunRecord) -> None:
-    for listener in list(_listeners):
+    caller = current()
+    for listener in [listener for listener, of in list(_listeners) if of is caller]:
         try:
             getattr(listener, event)(record)
         except Exception as exc:  # a listener never fails the run

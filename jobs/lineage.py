@@ -39,12 +39,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from core import caller
 
 if TYPE_CHECKING:
     from openlineage.client import OpenLineageClient
@@ -67,6 +70,8 @@ COMMANDS = ("bronze", "silver", "backfill", "validate", "replay")
 LAYER_OF = {"bronze": "bronze", "quarantine": "bronze", "silver": "silver"}
 # The end states of a ledger run, as OpenLineage event types.
 END_STATES = {"success": "COMPLETE", "failed": "FAIL", "interrupted": "ABORT"}
+# The variables openlineage-python reads (and writes, `new_client`).
+LINEAGE_PREFIX = "OPENLINEAGE"
 # Where openlineage-python looks for its file when OPENLINEAGE_CONFIG is not set.
 CONFIG_FILE = "openlineage.yml"
 
@@ -79,15 +84,16 @@ def configured(env: Mapping[str, str], cwd: Path | None = None) -> bool:
         return True
     if any(key.startswith("OPENLINEAGE__TRANSPORT") for key in env):
         return True
-    files = [(cwd or Path.cwd()) / CONFIG_FILE, Path("~/.openlineage").expanduser() / CONFIG_FILE]
+    files = [(cwd or caller.cwd()) / CONFIG_FILE, Path("~/.openlineage").expanduser() / CONFIG_FILE]
     return any(f.is_file() for f in files)
 
 
 @contextmanager
 def emitting(config: RunoffConfig, env: Mapping[str, str] | None = None) -> Iterator[None]:
     """Runs recorded in the block emit their lineage, when OpenLineage is configured (the
-    client is made at the first event: a command that records no run pays nothing)."""
-    env = os.environ if env is None else env
+    client is made at the first event: a command that records no run pays nothing). `env`:
+    the caller's (`core.caller`) unless given."""
+    env = caller.environ() if env is None else env
     if not configured(env):
         yield
         return
@@ -252,27 +258,32 @@ class Node:
     table: Table | None = None  # None: the landing folder
 
 
-def new_client() -> OpenLineageClient:
-    """The client of the environment's settings. It copies `OPENLINEAGE_URL` into
-    `OPENLINEAGE__TRANSPORT__*` variables of the process as it starts, and a later client would
-    read those before a changed `OPENLINEAGE_URL` (the next command of `runoff serve`, or of a
-    program calling the CLI): they are taken back once its transport is made."""
+_client_settings = threading.Lock()
+
+
+def new_client(env: Mapping[str, str], cwd: Path) -> OpenLineageClient:
+    """The client of `env`'s `OPENLINEAGE_*` settings (and `cwd`'s openlineage.yml). The client
+    reads them from the process's environment (and folder), and copies `OPENLINEAGE_URL` into
+    `OPENLINEAGE__TRANSPORT__*` variables of the process as it starts, where a later client
+    would read them before a changed `OPENLINEAGE_URL` (the next command of `runoff serve`, or
+    of a program calling the CLI): the process's are `env`'s while it is made (one client at a
+    time), and taken back after."""
     from openlineage.client import OpenLineageClient
 
-    before = {
-        k: v
-        for k, v in os.environ.items()
-        if k.startswith(OpenLineageClient.DYNAMIC_ENV_VARS_PREFIX)
-    }
-    try:
-        return OpenLineageClient()
-    finally:
-        for key in [
-            k for k in os.environ if k.startswith(OpenLineageClient.DYNAMIC_ENV_VARS_PREFIX)
-        ]:
-            if key not in before:
+    ours = {k: v for k, v in env.items() if k.startswith(LINEAGE_PREFIX)}
+    if "OPENLINEAGE_CONFIG" not in ours and (cwd / CONFIG_FILE).is_file():
+        ours["OPENLINEAGE_CONFIG"] = str(cwd / CONFIG_FILE)
+    with _client_settings:
+        before = {k: v for k, v in os.environ.items() if k.startswith(LINEAGE_PREFIX)}
+        for key in before:
+            del os.environ[key]
+        os.environ.update(ours)
+        try:
+            return OpenLineageClient()
+        finally:
+            for key in [k for k in os.environ if k.startswith(LINEAGE_PREFIX)]:
                 del os.environ[key]
-        os.environ.update(before)
+            os.environ.update(before)
 
 
 class LineageListener:
@@ -282,6 +293,7 @@ class LineageListener:
         self, config: RunoffConfig, client: OpenLineageClient | None, env: Mapping[str, str]
     ) -> None:
         self.config, self._client = config, client
+        self.env, self.cwd = env, caller.cwd()
         self._refused = False
         self.namespace = env.get(NAMESPACE_ENV) or "default"
         self.parent = RunReference.parse(env.get(PARENT_ENV, ""))
@@ -302,7 +314,7 @@ class LineageListener:
         it refuses the settings (said once: lineage never fails a run)."""
         if self._client is None and not self._refused:
             try:
-                self._client = new_client()
+                self._client = new_client(self.env, self.cwd)
             except Exception as exc:  # noqa: BLE001 - a lineage setting at fault
                 self._refused = True
                 logger.warning("lineage: not sent, the OpenLineage settings are refused: %s", exc)

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.caller import current
 from core.config import Location, RunoffConfig
 from core.errors import ConfigError
 
@@ -216,7 +217,11 @@ def get_spark(
     app_name: str = "runoff", config: RunoffConfig | None = None, *, long_lived: bool = False
 ) -> SparkSession:
     """Return the active runoff SparkSession, creating and configuring it if needed. A
-    `long_lived` driver (a server's) keeps the JIT's optimizing tier (`driver_java_options`)."""
+    `long_lived` driver (a server's) keeps the JIT's optimizing tier (`driver_java_options`).
+    A command `runoff serve` runs gets its own session of the server's driver (`core.caller`)."""
+    served = current()
+    if served is not None and served.session is not None:
+        return served.session
     require_java()
     config = config or RunoffConfig.from_sources()
     jars = delta_jars()

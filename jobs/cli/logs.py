@@ -6,6 +6,8 @@ and urllib3 under it log every retry when a lineage server cannot be reached: `j
 says so in one line per event. Without `--verbose`
 their records go to `<home>/logs/runoff.log` (created when the first one arrives) and the
 terminal shows runoff's own warnings only; `--verbose` shows everything, at DEBUG, on stderr.
+Under `runoff serve` each command's records go the same way, to its own client and home
+(`CallerLog`), whatever other commands run beside it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from core import caller
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # The libraries whose records stay off the terminal (by logger name, and by source folder).
@@ -62,3 +69,72 @@ def configure(verbose: bool) -> LibraryLog | None:
     # Like basicConfig, nothing changes when the process configured logging already (embedding).
     logging.basicConfig(level=logging.WARNING, handlers=[terminal, library])
     return library
+
+
+# -- under `runoff serve` --------------------------------------------------------------------
+class CallerLog(logging.Handler):
+    """A served command's records (`core.caller`), as its own process would log them: runoff's
+    warnings on its client's stderr (every record with `--verbose`), the libraries' in its
+    home's log (`Caller.library`). Records of no command are the server's own handlers'."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(logging.Formatter(FORMAT))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        served = caller.current()
+        if served is None:
+            return
+        if not served.verbose and from_library(record):
+            if served.library is not None and record.levelno >= served.library.level:
+                served.library.handle(record)
+            return
+        if served.verbose or record.levelno >= logging.WARNING:
+            try:
+                served.stderr.write(self.format(record) + "\n")
+            except Exception:  # noqa: BLE001 - the client is gone
+                self.handleError(record)
+
+
+def serve() -> None:
+    """Route records to the commands of this server (`CallerLog`): its own handlers keep the
+    records of no command, at the level the server was started with; the root logger passes
+    DEBUG on while a `--verbose` command runs (`verbose_commands`)."""
+    root = logging.getLogger()
+    for handler in root.handlers:
+        handler.addFilter(lambda record: caller.current() is None)
+        if handler.level == logging.NOTSET:
+            handler.setLevel(root.level)
+    root.addHandler(CallerLog())
+
+
+class _VerboseCommands:
+    """The served `--verbose` commands running: while there is one, the root logger makes DEBUG
+    records (`CallerLog` gives them to the verbose commands alone)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.level = logging.WARNING  # the root's level while none runs
+
+    @contextmanager
+    def command(self, verbose: bool) -> Iterator[None]:
+        if not verbose:
+            yield
+            return
+        root = logging.getLogger()
+        with self.lock:
+            if self.running == 0:
+                self.level = root.level
+                root.setLevel(logging.DEBUG)
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running -= 1
+                if self.running == 0:
+                    root.setLevel(self.level)
+
+
+verbose_commands = _VerboseCommands()

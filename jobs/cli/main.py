@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
@@ -23,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from core import interrupts
+from core import caller, interrupts
 from core.config import RunoffConfig
 from core.errors import ConfigError, RunoffError
 from jobs import lineage
@@ -282,6 +283,13 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         "RUNOFF_SERVER=tcp://HOST:PORT and the server's RUNOFF_SERVER_SECRET (e.g. --listen "
         "127.0.0.1:7079)",
     )
+    p.add_argument(
+        "--parallel",
+        type=positive_int,
+        metavar="N",
+        help="commands run at once, each in its own Spark session (default: half the cores, at "
+        "least 2); more wait for a free slot and say so (e.g. --parallel 4)",
+    )
 
 
 COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
@@ -485,7 +493,7 @@ def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if served and not is_served(args):
-        # `serve` inside the server would hold its only slot for good; the others need no Spark.
+        # `serve` inside the server would hold a slot for good; the others need no Spark.
         command = f"{args.command} {getattr(args, 'action', '')}".strip()
         return _say(
             f"runoff: error: `runoff {command}` is not run by a server (it serves "
@@ -500,7 +508,7 @@ def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
             return run_remote(server, argv)
         except RunoffError as exc:
             return _say(f"runoff: error: {exc}", exc.exit_code)[0]
-    library = logs.configure(bool(args.verbose))
+    library = _served_log(bool(args.verbose)) if served else logs.configure(bool(args.verbose))
     previous = None if served else interrupts.install()
     error: str | None = None
     error_type: str | None = None
@@ -536,7 +544,7 @@ def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
     if args.outcome:
         outcome = command_outcome(args, code, error, error_type)
         try:
-            write_outcome(Path(args.outcome), outcome)
+            write_outcome(caller.absolute(args.outcome), outcome)
         except OSError as exc:
             print(
                 f"runoff: error: cannot write the outcome file {args.outcome}: {exc}",
@@ -544,6 +552,16 @@ def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
             )
             return code or 1
     return code
+
+
+def _served_log(verbose: bool) -> logs.LibraryLog | None:
+    """A served command's log (`logs.CallerLog` routes its records): the libraries' records in
+    its home's log, as `logs.configure` sets up for a command of its own process."""
+    served = caller.current()
+    library = None if verbose else logs.LibraryLog()
+    if served is not None:
+        served.verbose, served.library = verbose, library
+    return library
 
 
 # -- the outcome file ------------------------------------------------------------------------
@@ -568,7 +586,7 @@ def write_outcome(path: Path, outcome: Mapping[str, Any]) -> None:
     """Write `outcome` to `path` as JSON, atomically: a reader sees the old file or the new one."""
     path = path.expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         temporary.write_text(json.dumps(outcome, indent=2, default=str) + "\n", encoding="utf-8")
         os.replace(temporary, path)

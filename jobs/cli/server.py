@@ -5,8 +5,11 @@ Input: requests on a Unix socket (`--socket`, default `<home>/run/runoff.sock`),
 `runoff` clients that have `RUNOFF_SERVER` set (`jobs.cli.client`), e.g. Airflow's tasks under `make
 airflow`. Output: each command run in this process, with this process's SparkSession, exactly as
 the CLI runs it locally (`jobs.cli.main.main`), its output relayed to the client as it is printed.
-Commands run one at a time; each borrows the client's `RUNOFF_*` and `OPENLINEAGE_*` variables,
-working directory and terminal for its run. Design, protocol and limits: docs/server.md.
+Commands run side by side, up to `--parallel` at once (more wait for a slot, saying so), each in
+its own thread, Spark session (`SparkSession.newSession`: its own SQL settings) and fair-scheduler
+pool, with its client's `RUNOFF_*` and `OPENLINEAGE_*` variables, working directory, terminal and
+signals (`core.caller.Caller`): nothing of the process is borrowed. Design, protocol and limits:
+docs/server.md.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import secrets
 import signal
 import socket
 import socketserver
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -29,10 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core import interrupts
-from core.config import RunoffConfig
-from core.console import console, say
+from core import caller
+from core.caller import Caller
+from core.config import DEFAULT_PARALLEL, RunoffConfig
+from core.console import new_console, say
 from core.errors import ConfigError, LockHeldError
+from jobs.cli import logs
 from jobs.cli.client import (
     BORROWED_PREFIXES,
     SECRET_ENV,
@@ -92,27 +96,37 @@ class FrameStream(io.TextIOBase):
 
 @dataclass
 class Command:
-    """A request being served: the thread running it and the signals its client sent."""
+    """A request being served: the thread running it, the signals its client sent (its
+    caller's, once it runs) and the Spark session it runs in."""
 
     argv: list[str]
     thread: threading.Thread = field(default_factory=threading.current_thread)
     signals: list[int] = field(default_factory=list)
     running: bool = False
+    session: SparkSession | None = None
 
     def __str__(self) -> str:
         return "runoff " + " ".join(a for a in self.argv if not a.startswith("--outcome"))
 
 
+# The fair-scheduler pool of each slot: commands share the cores by turns, so that a long
+# backfill cannot hold back an hourly run's jobs.
+SCHEDULER_CONF = {"spark.scheduler.mode": "FAIR"}
+POOL_PROPERTY = "spark.scheduler.pool"
+
+
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
-    def __init__(self, path: Path, config: RunoffConfig) -> None:
+    def __init__(self, path: Path, config: RunoffConfig, parallel: int = DEFAULT_PARALLEL) -> None:
         self.path = path
         self.config = config
         self.spark: SparkSession | None = None
         self.ready = threading.Event()
-        self.turn = threading.Lock()  # one command at a time
-        self.current: Command | None = None
+        self.parallel = parallel
+        self.lock = threading.Lock()
+        self.freed = threading.Condition(self.lock)
+        self.running: dict[int, Command] = {}  # by slot (its scheduler pool)
         self.request_timeout = REQUEST_TIMEOUT
         # The owner's commands only: the socket is created 0600 (not chmod'ed after the bind,
         # which would leave a moment when others may connect). The process has no other thread
@@ -131,7 +145,8 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         from jobs.spark import get_spark
 
         started = time.perf_counter()
-        self.spark = get_spark(app_name="runoff-server", config=self.config, long_lived=True)
+        config = self.config.with_changes(spark_conf={**SCHEDULER_CONF, **self.config.spark_conf})
+        self.spark = get_spark(app_name="runoff-server", config=config, long_lived=True)
         for module in WARM_MODULES:
             importlib.import_module(module)
         self.ready.set()
@@ -141,52 +156,97 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         )
 
     def stop(self) -> None:
-        """Stop the running command (as SIGTERM would), then Spark; remove the socket."""
-        command = self.current
-        if command is not None and command.running:
+        """Stop the running commands (as SIGTERM would), then Spark; remove the socket."""
+        with self.lock:
+            running = list(self.running.values())
+        for command in running:
             self.cancel(command, signal.SIGTERM)
+        for command in running:
             command.thread.join(timeout=60)
         self.server_close()
         self.path.unlink(missing_ok=True)
         if self.spark is not None:
             self.spark.stop()
 
+    # -- slots ---------------------------------------------------------------------------------
+    @contextmanager
+    def slot(self, command: Command, sock: socket.socket) -> Iterator[int]:
+        """A free slot for `command` (waiting for one, saying so, when all are taken); its
+        number names the command's scheduler pool."""
+        with self.lock:
+            if len(self.running) >= self.parallel:
+                busy = ", ".join(str(c) for c in self.running.values())
+                with suppress(OSError):
+                    send(sock, {"err": f"runoff: waiting for a free slot of the server ({busy})\n"})
+            while len(self.running) >= self.parallel:
+                self.freed.wait()
+            number = min(set(range(self.parallel)) - self.running.keys())
+            self.running[number] = command
+        try:
+            yield number
+        finally:
+            with self.lock:
+                del self.running[number]
+                self.freed.notify()
+
     # -- one command ---------------------------------------------------------------------------
     def cancel(self, command: Command, signum: int) -> None:
-        """Stop `command` as `signum` stops a local run: the signal is delivered to the CLI
-        (`core.interrupts`, which the command's streaming loops check), then its streaming
-        queries and Spark jobs are stopped so that it gets to see it."""
+        """Stop `command` as `signum` stops a local run: the signal is delivered to its caller
+        (`core.interrupts`, which the command's streaming loops check), then the streaming
+        queries and Spark jobs of its session are stopped so that it gets to see it."""
         command.signals.append(signum)
-        if not command.running or self.spark is None:
+        session = command.session
+        if not command.running or session is None:
             return
-        interrupts.deliver(signum)
-        for query in self.spark.streams.active:
+        for query in session.streams.active:
             with suppress(Exception):
                 query.stop()
         with suppress(Exception):
-            self.spark.interruptAll()
+            session.interruptAll()
 
-    def execute(self, command: Command, request: Mapping[str, Any], sock: socket.socket) -> int:
-        """Run the request's CLI command in this thread, as its client would have run it."""
+    def execute(
+        self, command: Command, request: Mapping[str, Any], sock: socket.socket, slot: int
+    ) -> int:
+        """Run the request's CLI command in this thread, in a Spark session of its own, as its
+        client would have run it."""
         from jobs.cli.main import main
 
         terminal = bool(request.get("terminal"))
-        with (
-            client_environment(request.get("env") or {}),
-            working_directory(str(request.get("cwd") or os.getcwd())),
-            client_streams(sock, terminal, request.get("columns")),
-            restored_session_conf(self.spark),
-        ):
-            interrupts.reset()
+        out, err = FrameStream(sock, "out", terminal), FrameStream(sock, "err", terminal)
+        columns = request.get("columns")
+        try:
+            folder = client_directory(str(request.get("cwd") or ""))
+        except ConfigError as exc:
+            err.write(f"runoff: error: {exc}\n")
+            return exc.exit_code
+        if self.spark is not None:
+            command.session = self.spark.newSession()
+        served = Caller(
+            env=client_environment(request.get("env") or {}),
+            cwd=folder,
+            stdout=out,
+            stderr=err,
+            console=new_console(out, columns if isinstance(columns, int) and columns > 0 else None),
+            signals=command.signals,
+            session=command.session,
+        )
+        context = command.session.sparkContext if command.session is not None else None
+        caller.serve_streams()  # what a command prints goes to its client
+        with caller.bound(served):
+            if context is not None:
+                context.setLocalProperty(POOL_PROPERTY, f"runoff-{slot}")
             command.running = True
             try:
                 if command.signals:  # the client gave up while it waited
                     return 128 + command.signals[-1]
-                return main(command.argv, served=True)
+                with logs.verbose_commands.command("--verbose" in command.argv):
+                    return main(command.argv, served=True)
             except SystemExit as exc:  # --help and usage errors
                 return exc.code if isinstance(exc.code, int) else 2
             finally:
                 command.running = False
+                if context is not None:
+                    context.setLocalProperty(POOL_PROPERTY, None)  # type: ignore[arg-type]
 
 
 class TcpListener(socketserver.ThreadingMixIn, socketserver.TCPServer):
@@ -238,22 +298,13 @@ class Handler(socketserver.StreamRequestHandler):
         )
         watcher.start()
         server = self.runner
-        if not server.turn.acquire(blocking=False):
-            waiting_for = server.current
-            note = f" ({waiting_for})" if waiting_for else ""
-            with suppress(OSError):
-                send(sock, {"err": f"runoff: waiting for the server's current command{note}\n"})
-            server.turn.acquire()
         try:
-            server.ready.wait()
-            server.current = command
-            code = server.execute(command, request, sock)
+            with server.slot(command, sock) as slot:
+                server.ready.wait()
+                code = server.execute(command, request, sock, slot)
         except BaseException as exc:  # the client gets an exit code whatever happened
             log.exception("runoff server: %s failed", command)
             code = 1 if not isinstance(exc, KeyboardInterrupt) else 130
-        finally:
-            server.current = None
-            server.turn.release()
         with suppress(OSError):
             send(sock, {"exit": code})
 
@@ -288,78 +339,29 @@ class Handler(socketserver.StreamRequestHandler):
                     self.runner.cancel(command, int(signum))
         except (OSError, ValueError):
             pass
-        if not command.signals and (command.running or self.runner.current is not command):
+        if not command.signals:  # gone while it waited or ran (not after it ended: see handle)
             self.runner.cancel(command, signal.SIGTERM)
 
 
-# -- what a command borrows from the process -------------------------------------------------
-@contextmanager
-def client_environment(env: Mapping[str, str]) -> Iterator[None]:
-    """The client's `RUNOFF_*` and `OPENLINEAGE_*` variables in place of the server's, for one
-    command."""
-    saved = {k: v for k, v in os.environ.items() if k.startswith(BORROWED_PREFIXES)}
-    for key in saved:
-        del os.environ[key]
-    os.environ.update({k: str(v) for k, v in env.items() if k.startswith(BORROWED_PREFIXES)})
-    os.environ.pop(SERVER_ENV, None)
-    try:
-        yield
-    finally:
-        for key in [k for k in os.environ if k.startswith(BORROWED_PREFIXES)]:
-            del os.environ[key]
-        os.environ.update(saved)
+# -- what a command gets from its client ----------------------------------------------------
+def client_environment(env: Mapping[str, Any]) -> dict[str, str]:
+    """The server's environment with the client's `RUNOFF_*` and `OPENLINEAGE_*` variables in
+    place of its own (never a server's address)."""
+    own = {k: v for k, v in os.environ.items() if not k.startswith(BORROWED_PREFIXES)}
+    borrowed = {k: str(v) for k, v in env.items() if k.startswith(BORROWED_PREFIXES)}
+    borrowed.pop(SERVER_ENV, None)
+    return {**own, **borrowed}
 
 
-@contextmanager
-def working_directory(path: str) -> Iterator[None]:
-    previous = os.getcwd()
-    try:
-        os.chdir(path)
-    except OSError as exc:
-        raise ConfigError(f"the client's working directory {path} is not reachable: {exc}") from exc
-    try:
-        yield
-    finally:
-        os.chdir(previous)
-
-
-@contextmanager
-def client_streams(sock: socket.socket, terminal: bool, columns: object) -> Iterator[None]:
-    """stdout and stderr relayed to the client; the console as wide as the client's."""
-    saved = sys.stdout, sys.stderr, console.width, logging.root.handlers[:]
-    sys.stdout = FrameStream(sock, "out", terminal)
-    sys.stderr = FrameStream(sock, "err", terminal)
-    if isinstance(columns, int) and columns > 0:
-        console.width = columns
-    logging.root.handlers.clear()  # the command's CLI configures its own logging
-    try:
-        yield
-    finally:
-        sys.stdout, sys.stderr, console.width, handlers = saved
-        for handler in logging.root.handlers:
-            with suppress(Exception):
-                handler.close()
-        logging.root.handlers[:] = handlers
-
-
-@contextmanager
-def restored_session_conf(spark: SparkSession | None) -> Iterator[None]:
-    """Session configuration set by the command is undone when it ends."""
-    if spark is None:
-        yield
-        return
-    before = dict(spark.conf.getAll)
-    try:
-        yield
-    finally:
-        after = dict(spark.conf.getAll)
-        for key in after.keys() - before.keys():
-            with suppress(Exception):
-                spark.conf.unset(key)
-        for key, value in before.items():
-            if after.get(key) != value:
-                with suppress(Exception):
-                    spark.conf.set(key, value)
+def client_directory(path: str) -> Path:
+    """The client's working directory, where its relative paths start; it must exist here."""
+    folder = Path(path)
+    if not folder.is_absolute() or not folder.is_dir():
+        raise ConfigError(
+            f"the client's working directory {path} is not reachable from the server: run the "
+            "client from a folder the server's host has too"
+        )
+    return folder
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -403,11 +405,12 @@ MIN_SECRET_CHARS = 16
 
 
 def cmd_serve(config: RunoffConfig, args: argparse.Namespace) -> int:
-    path = Path(args.socket).expanduser().absolute() if args.socket else default_socket(config)
+    path = caller.absolute(args.socket) if args.socket else default_socket(config)
     listen = listen_address(args.listen) if args.listen else None
     secret = server_secret(os.environ) if listen else ""
     prepare_socket(path)
-    server = Server(path, config)
+    logs.serve()
+    server = Server(path, config, args.parallel or DEFAULT_PARALLEL)
     tcp: TcpListener | None = None
     if listen:
         try:
@@ -422,7 +425,10 @@ def cmd_serve(config: RunoffConfig, args: argparse.Namespace) -> int:
     clients = f"{SERVER_ENV}={path}" + (
         f", or {SERVER_ENV}=tcp://{listen[0]}:{listen[1]} with {SECRET_ENV}" if listen else ""
     )
-    say(f"runoff: starting Spark for the server on {path} (clients: {clients})")
+    say(
+        f"runoff: starting Spark for the server on {path} (clients: {clients}; "
+        f"{server.parallel} commands at once)"
+    )
     try:
         server.start_spark()
         server.serve_forever(poll_interval=0.5)

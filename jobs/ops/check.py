@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.config import RunoffConfig
-from core.console import console, say
+from core.console import current_console, say
 from core.spec_checks import record_check
 from core.specs import DatasetSpec
 from delta_tables import definitions
@@ -42,6 +42,7 @@ def print_plan(
     changed (`delta_tables.definitions`)."""
     from rich.table import Table as RichTable
 
+    console = current_console()
     spec = plan.spec
     console.print(f"[bold]{spec.name}[/bold]  {spec.file}")
     console.print(f"  DAG runoff_{spec.name}, schedule {schedule}; watermark {spec.watermark}")
@@ -105,6 +106,7 @@ def print_outline(
     """What a spec declares, as far as it states it without Spark: the DAG, each table's path,
     keys and partitioning, the silver definitions and the expectations (no column types: those
     come from resolving the SQL)."""
+    console = current_console()
     console.print(f"[bold]{spec.name}[/bold]  {spec.file}")
     console.print(f"  DAG runoff_{spec.name}, schedule {spec.schedule}; watermark {spec.watermark}")
     for table in (tables.bronze, tables.quarantine, *tables.silver):

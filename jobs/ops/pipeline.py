@@ -24,7 +24,6 @@ stops every dataset's queries; each records `interrupted`, and the next run resu
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import time
@@ -34,8 +33,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core import interrupts
-from core.config import RunoffConfig
+from core import caller, interrupts
+from core.config import DEFAULT_PARALLEL, RunoffConfig
 from core.console import say
 from core.errors import ConfigError
 from delta_tables import definitions
@@ -85,10 +84,6 @@ def run_pipeline(
     return PipelineResult(bronze, silver, validation, seconds)
 
 
-# Datasets run at once by default: two on a small machine, half the cores on a larger one
-# (each dataset's micro-batches use every core of a local driver while they compute).
-DEFAULT_PARALLEL = max(2, (os.cpu_count() or 2) // 2)
-
 
 @dataclass(frozen=True)
 class DatasetOutcome:
@@ -131,7 +126,7 @@ def run_datasets(
         return DatasetOutcome(dataset, code, error, time.perf_counter() - started)
 
     pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="runoff-run")
-    futures = [pool.submit(one, dataset) for dataset in datasets]
+    futures = [pool.submit(caller.carried(one), dataset) for dataset in datasets]
     try:
         while wait(futures, timeout=0.5).done != set(futures):
             interrupts.check()  # a signal `runoff serve` delivered for its client
@@ -144,8 +139,8 @@ def run_datasets(
             for query in session.streams.active:
                 with suppress(Exception):
                     query.stop()
-        with suppress(Exception):
-            spark.sparkContext.cancelAllJobs()
+            with suppress(Exception):
+                session.interruptAll()  # its jobs only: a server runs other commands' too
         wait(futures)
         raise
     finally:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from core.config import RunoffConfig
-from core.console import console, say
+from core.console import current_console, say
 from quality.runner import LAYERS, QualityCheckFailed, ValidationReport, validate_dataset
 
 
@@ -21,7 +21,7 @@ def render_summary(report: ValidationReport) -> None:
         grid.add_column(column, overflow="fold")
     for row in report.rows:
         grid.add_row(*row.values(), style=styles.get(row["result"], ""))
-    console.print(grid)
+    current_console().print(grid)
     validated = [t for t in report.tables if t.status == "validated"]
     say(
         f"validate {report.dataset}: {len(validated)} of {len(report.tables)} tables validated, "

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.config import Location, RunoffConfig
-from core.console import console, say
+from core.console import current_console, say
 from core.errors import RunoffError
 from delta_tables.catalog import Catalog
 from jobs.report.build import TableInfo, table_info, write_report
@@ -189,7 +189,7 @@ def render_summary(config: RunoffConfig, outcomes: list[DatasetOutcome]) -> None
             o.quality if o.error is None else f"FAILED: {shorten(o.error, 160)}",
             f"{o.seconds:.1f}",
         )
-    console.print(table)
+    current_console().print(table)
 
 
 def cmd_demo(config: RunoffConfig, args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, NoReturn
 
-from core import interrupts
+from core import caller, interrupts
 from core.config import Location, RunoffConfig, write_whole
 from core.console import say
 from core.errors import ConfigError, RunoffError
@@ -347,17 +347,21 @@ def summary_for_jvm(exc: BaseException) -> str:
 
 class BatchFunction:
     """A `foreachBatch` function that remembers the Python error that failed a batch, and
-    gives Spark only its summary (`summary_for_jvm`)."""
+    gives Spark only its summary (`summary_for_jvm`). It runs (in py4j's callback thread) with
+    the caller of the command that made it (`core.caller`): its output, signals and runs are that
+    command's."""
 
     def __init__(self, process: Callable[[DataFrame, int], None]) -> None:
         self.process = process
+        self.caller = caller.current()
         self.error: BaseException | None = None
         self.failed_batch: int | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
-            interrupts.check()  # no new batch once `runoff serve`'s client sent a signal
-            self.process(batch, batch_id)
+            with caller.bound(self.caller):
+                interrupts.check()  # no new batch once `runoff serve`'s client sent a signal
+                self.process(batch, batch_id)
         except BaseException as exc:
             # Spark re-raises it wrapped in pages of JVM text: keep the original for the user.
             self.error, self.failed_batch = exc, batch_id

@@ -245,23 +245,56 @@ def test_sigterm_and_a_vanished_client_stop_their_command_and_the_server_goes_on
     assert statuses.count("interrupted") == 2 and statuses[-1] == "success", statuses
 
 
-def test_a_second_client_waits_for_its_turn(server: Server, tmp_path: Path) -> None:
-    homes = [tmp_path / "a", tmp_path / "b"]
-    landed = {}
-    for i, home in enumerate(homes):
-        config = RunoffConfig.from_sources(home=home, env={})
-        landed[home] = land(config, "events", files=3, seed=20 + i)
-    first = server.start(homes[0], "bronze", "events", "--max-files-per-trigger", "1")
-    assert first.stdout is not None
-    assert "bronze events batch 0" in first.stdout.readline()
-    second = server.run(homes[1], "bronze", "events")
-    assert first.wait(timeout=RUN_TIMEOUT) == 0
-    assert second.returncode == 0, second.stderr
-    assert second.stderr.startswith("runoff: waiting for the server's current command (runoff")
-    for home in homes:
-        assert_tables_hold_exactly(
-            RunoffConfig.from_sources(home=home, env={}), "events", landed[home]
+def test_commands_run_side_by_side_up_to_the_limit_and_one_dataset_once(
+    server: Server, tmp_path: Path
+) -> None:
+    """The module's server runs 2 commands at once. While a first bronze runs: the same dataset
+    again is refused by the checkpoint's lock (exit 3) naming it; a second home's bronze runs
+    beside it without waiting; a third waits for a free slot, saying what runs, then runs. Each
+    client gets only its own lines and exit code, each home its own ledger rows and exactly its
+    own files' rows."""
+    names = ("first", "second", "third")
+    configs = {n: RunoffConfig.from_sources(home=tmp_path / n, env={}) for n in names}
+    files = {"first": 4, "second": 3, "third": 1}
+    landed = {
+        n: land(configs[n], "events", files=files[n], seed=20 + i) for i, n in enumerate(names)
+    }
+    running = {}
+    for name in ("first", "second"):
+        started = server.start(
+            configs[name].home, "bronze", "events", "--max-files-per-trigger", "1"
         )
+        assert started.stdout is not None
+        assert "bronze events batch 0" in started.stdout.readline()
+        running[name] = started
+        if name == "first":
+            again = server.run(configs[name].home, "bronze", "events")
+            assert again.returncode == 3, again.stdout + again.stderr
+            [line] = again.stderr.splitlines()
+            assert "is in use by pid" in line and "(runoff bronze events, since" in line, line
+    assert running["first"].poll() is None, "the first ended before the second ran: no overlap"
+    third = server.run(configs["third"].home, "bronze", "events")
+    assert third.returncode == 0, third.stderr
+    waited = [line for line in third.stderr.splitlines() if "waiting" in line]
+    assert len(waited) == 1, third.stderr
+    assert waited[0].startswith("runoff: waiting for a free slot of the server (runoff --home ")
+    assert waited[0].count("bronze events --max-files-per-trigger 1") == 2, waited
+    outputs = {"third": third.stdout}
+    for name, process in running.items():
+        out, err = process.communicate(timeout=RUN_TIMEOUT)
+        assert process.returncode == 0, err
+        assert "waiting" not in err, err
+        outputs[name] = out
+    for name in names:
+        batches = [line for line in outputs[name].splitlines() if "bronze events batch" in line]
+        # its own batches: one per file (batch 0 of the first two was read above), one for all
+        assert len(batches) == (files[name] - 1 if name != "third" else 1), outputs[name]
+        runs = read_runs(configs[name].runs_path)
+        ended = [(r["status"], r["files"]) for r in runs]
+        assert ("success", files[name]) in ended, runs
+        refused = [("failed", 0)] if name == "first" else []
+        assert sorted(ended) == sorted([("success", files[name]), *refused]), runs
+        assert_tables_hold_exactly(configs[name], "events", landed[name])
 
 
 def test_a_line_of_hundreds_of_mib_leaves_the_shared_driver_serving(
