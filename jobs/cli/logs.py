@@ -16,8 +16,6 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from core import caller
@@ -117,24 +115,19 @@ class _VerboseCommands:
         self.running = 0
         self.level = logging.WARNING  # the root's level while none runs
 
-    @contextmanager
-    def command(self, verbose: bool) -> Iterator[None]:
-        if not verbose:
-            yield
-            return
+    def started(self) -> None:
         root = logging.getLogger()
         with self.lock:
             if self.running == 0:
                 self.level = root.level
                 root.setLevel(logging.DEBUG)
             self.running += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.running -= 1
-                if self.running == 0:
-                    root.setLevel(self.level)
+
+    def ended(self) -> None:
+        with self.lock:
+            self.running -= 1
+            if self.running == 0:
+                logging.getLogger().setLevel(self.level)
 
 
 verbose_commands = _VerboseCommands()

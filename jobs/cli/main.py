@@ -561,6 +561,8 @@ def _served_log(verbose: bool) -> logs.LibraryLog | None:
     library = None if verbose else logs.LibraryLog()
     if served is not None:
         served.verbose, served.library = verbose, library
+        if verbose:  # until the command ends (`jobs.cli.server.Server.execute`)
+            logs.verbose_commands.started()
     return library
 
 

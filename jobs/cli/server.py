@@ -239,12 +239,13 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             try:
                 if command.signals:  # the client gave up while it waited
                     return 128 + command.signals[-1]
-                with logs.verbose_commands.command("--verbose" in command.argv):
-                    return main(command.argv, served=True)
+                return main(command.argv, served=True)
             except SystemExit as exc:  # --help and usage errors
                 return exc.code if isinstance(exc.code, int) else 2
             finally:
                 command.running = False
+                if served.verbose:
+                    logs.verbose_commands.ended()
                 if context is not None:
                     context.setLocalProperty(POOL_PROPERTY, None)  # type: ignore[arg-type]
 

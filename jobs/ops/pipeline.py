@@ -84,7 +84,6 @@ def run_pipeline(
     return PipelineResult(bronze, silver, validation, seconds)
 
 
-
 @dataclass(frozen=True)
 class DatasetOutcome:
     """How one dataset of a `runoff run` of several ended."""

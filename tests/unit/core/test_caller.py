@@ -102,10 +102,14 @@ def test_log_records_go_to_their_commands_client(
 
     def log_as(served: Caller, name: str) -> Callable[[], None]:
         def run() -> None:
-            with caller.bound(served), logs.verbose_commands.command(served.verbose):
+            with caller.bound(served):
+                if served.verbose:
+                    logs.verbose_commands.started()
                 runoff.warning("%s warns", name)
                 runoff.debug("%s debugs", name)
                 library.warning("%s library", name)
+                if served.verbose:
+                    logs.verbose_commands.ended()
 
         return run
 
