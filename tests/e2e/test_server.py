@@ -221,24 +221,34 @@ def test_ctrl_c_on_a_terminal_stops_the_command_in_the_server(
     assert_tables_hold_exactly(config, "events", files)
 
 
-def test_sigterm_and_a_vanished_client_stop_their_command_and_the_server_goes_on(
+def test_sigterm_and_a_vanished_client_stop_their_command_only_and_the_server_goes_on(
     server: Server, tmp_path: Path
 ) -> None:
     config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
-    files = land(config, "events", files=4, seed=14)
+    files = land(config, "events", files=6, seed=14)
     client = server.start(config.home, "bronze", "events", "--max-files-per-trigger", "1")
     assert client.stdout is not None and client.stderr is not None
     assert "bronze events batch 0" in client.stdout.readline()
     client.send_signal(signal.SIGTERM)
     assert client.wait(timeout=RUN_TIMEOUT) == 143
     assert client.stderr.read().startswith(f"runoff: terminated (SIGTERM); {RESUME}")
-    # A client killed outright: the server stops its command when the connection drops.
+    # A client killed outright: the server stops its command when the connection drops, and
+    # that command only: another client's, running beside it, goes on to the end.
     client = server.start(config.home, "bronze", "events", "--max-files-per-trigger", "1")
     assert client.stdout is not None
     assert "bronze events batch" in client.stdout.readline()
+    beside = RunoffConfig.from_sources(home=tmp_path / "beside", env={})
+    beside_files = land(beside, "events", files=3, seed=15)
+    bystander = server.start(beside.home, "bronze", "events", "--max-files-per-trigger", "1")
+    assert bystander.stdout is not None
+    assert "bronze events batch 0" in bystander.stdout.readline()
     client.kill()
     client.wait(timeout=60)
-    finished = server.run(config.home, "bronze", "events")  # waits for its turn, then runs
+    _, err = bystander.communicate(timeout=RUN_TIMEOUT)
+    assert bystander.returncode == 0, err
+    assert [r["status"] for r in read_runs(beside.runs_path)] == ["success"]
+    assert_tables_hold_exactly(beside, "events", beside_files)
+    finished = server.run(config.home, "bronze", "events")
     assert finished.returncode == 0, finished.stderr
     assert_tables_hold_exactly(config, "events", files)
     statuses = [r["status"] for r in read_runs(config.runs_path)]
