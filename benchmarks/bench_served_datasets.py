@@ -21,28 +21,30 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_several_datasets import FEEDS, ROWS, START, declare
+from benchmarks.bench_several_datasets import (
+    FEEDS,
+    ROUNDS,
+    ROWS,
+    Feeds,
+    declare,
+    together_against_alone,
+)
 
-ROUNDS = 4
-WARMUP = 1
 WORK = Path(__file__).resolve().parent / "work" / "served_datasets"
 RUN_TIMEOUT = 900
 
 
 def main() -> dict[str, Any]:
-    from benchmarks.result import load_average, metric, write_result
+    from benchmarks.result import load_average
     from core.config import RunoffConfig
     from dags import standalone
     from delta_tables.arrow import read_arrow
-    from jobs.samples import generate
 
     load_before = load_average()
     shutil.rmtree(WORK, ignore_errors=True)
@@ -51,41 +53,24 @@ def main() -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNOFF_")}
     env.update({"RUNOFF_HOME": str(home), "RUNOFF_DATASETS": str(specs)})
     config = RunoffConfig.from_sources(env=env)
-    landed = dict.fromkeys(FEEDS, 0)
-    hour = 0
+    feeds = Feeds(home)
 
-    def land(feeds: tuple[str, ...]) -> None:
-        nonlocal hour
-        for feed in feeds:
-            generate(
-                "events",
-                home / "landing" / feed,
-                files=1,
-                rows_per_file=ROWS,
-                start=START + timedelta(hours=hour),
-                seed=hour,
-                malformed_rate=0.0,
-                late_rate=0.0,
-            )
-            landed[feed] += ROWS
-            hour += 1
-
-    def timed(feeds: tuple[str, ...], client: dict[str, str]) -> float:
+    def timed(names: tuple[str, ...], client: dict[str, str]) -> float:
         started = time.perf_counter()
         runs = [
             subprocess.Popen(
-                [sys.executable, "-m", "jobs.cli", "run", feed],
+                [sys.executable, "-m", "jobs.cli", "run", name],
                 env=client,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            for feed in feeds
+            for name in names
         ]
-        for feed, run in zip(feeds, runs, strict=True):
+        for name, run in zip(names, runs, strict=True):
             _, err = run.communicate(timeout=RUN_TIMEOUT)
             if run.returncode != 0:
-                raise SystemExit(f"runoff run {feed} exited {run.returncode}: {err[-2000:]}")
+                raise SystemExit(f"runoff run {name} exited {run.returncode}: {err[-2000:]}")
         return round(time.perf_counter() - started, 2)
 
     home.mkdir(parents=True)
@@ -96,9 +81,9 @@ def main() -> dict[str, Any]:
     try:
         client = {**env, "RUNOFF_SERVER": str(standalone.server_socket(home))}
         for round_ in range(ROUNDS):
-            land(FEEDS[:1])
+            feeds.land(FEEDS[:1])
             alone.append(timed(FEEDS[:1], client))
-            land(FEEDS)
+            feeds.land(FEEDS)
             together.append(timed(FEEDS, client))
             print(
                 f"round {round_}: one client {alone[-1]} s, five together {together[-1]} s",
@@ -107,33 +92,19 @@ def main() -> dict[str, Any]:
     finally:
         standalone.stop(server, timeout=120)
     rows = {feed: read_arrow(str(config.bronze_path(feed))).num_rows for feed in FEEDS}
-    assert rows == landed, (rows, landed)
+    assert rows == feeds.landed, (rows, feeds.landed)
     shutil.rmtree(WORK, ignore_errors=True)
-    return write_result(
+    return together_against_alone(
         "served_datasets",
         f"{len(FEEDS)} `runoff run` clients of one `runoff serve`, started together, one new "
         f"{ROWS:,}-record file each, against one client alone (medians)",
-        [
-            metric(
-                f"{len(FEEDS)} clients at once",
-                statistics.median(together[WARMUP:]),
-                unit="s",
-                baseline=statistics.median(alone[WARMUP:]),
-                baseline_label="one client alone",
-                target="<= 2.5",
-            )
-        ],
-        rerun="uv run --frozen python -m benchmarks.bench_served_datasets",
-        params={
-            "datasets": list(FEEDS),
-            "rows_per_file": ROWS,
-            "rounds": ROUNDS,
-            "warmup": WARMUP,
+        f"{len(FEEDS)} clients at once",
+        "one client alone",
+        alone,
+        together,
+        {
             "parallel": "the server's default (half the cores, at least 2)",
-            "spark_master": "local[2]",
             "cores": os.cpu_count(),
-            "alone_seconds": alone,
-            "together_seconds": together,
             "load_before": load_before,
             "load_after": load_average(),
         },

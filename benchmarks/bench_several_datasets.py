@@ -51,12 +51,78 @@ def declare(folder: Path) -> None:
         (folder / f"{feed}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
 
 
+class Feeds:
+    """The feeds' landing folders under `home`: each `land` writes one `ROWS`-record file per
+    feed named, each an hour of events later than the last, and counts what landed."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.landed = dict.fromkeys(FEEDS, 0)
+        self.hour = 0
+
+    def land(self, feeds: tuple[str, ...]) -> None:
+        from jobs.samples import generate
+
+        for feed in feeds:
+            generate(
+                "events",
+                self.home / "landing" / feed,
+                files=1,
+                rows_per_file=ROWS,
+                start=START + timedelta(hours=self.hour),
+                seed=self.hour,
+                malformed_rate=0.0,
+                late_rate=0.0,
+            )
+            self.landed[feed] += ROWS
+            self.hour += 1
+
+
+def together_against_alone(
+    name: str,
+    description: str,
+    measured: str,
+    alone_label: str,
+    alone: list[float],
+    together: list[float],
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    """The result: the median of the five together over the median of one alone (rounds after
+    the warm-up), with the rounds' seconds and the common parameters."""
+    from benchmarks.result import metric, write_result
+
+    return write_result(
+        name,
+        description,
+        [
+            metric(
+                measured,
+                statistics.median(together[WARMUP:]),
+                unit="s",
+                baseline=statistics.median(alone[WARMUP:]),
+                baseline_label=alone_label,
+                target="<= 2.5",
+            )
+        ],
+        rerun=f"uv run --frozen python -m benchmarks.bench_{name}",
+        params={
+            "datasets": list(FEEDS),
+            "rows_per_file": ROWS,
+            "rounds": ROUNDS,
+            "warmup": WARMUP,
+            "spark_master": "local[2]",
+            **params,
+            "alone_seconds": alone,
+            "together_seconds": together,
+        },
+    )
+
+
 def main() -> dict[str, Any]:
-    from benchmarks.result import load_average, metric, write_result
+    from benchmarks.result import load_average
     from core.config import RunoffConfig
     from delta_tables.arrow import read_arrow
     from jobs.cli.main import main as cli
-    from jobs.samples import generate
     from jobs.spark import get_spark
 
     load_before = load_average()
@@ -65,73 +131,41 @@ def main() -> dict[str, Any]:
     declare(specs)
     config = RunoffConfig.from_sources(home=home, spark_master="local[2]", env={}, datasets=[specs])
     spark = get_spark("bench-several-datasets", config, long_lived=True)
-    landed = dict.fromkeys(FEEDS, 0)
-    hour = 0
+    feeds = Feeds(home)
 
-    def land(feeds: tuple[str, ...]) -> None:
-        nonlocal hour
-        for feed in feeds:
-            start = START + timedelta(hours=hour)
-            generate(
-                "events",
-                home / "landing" / feed,
-                files=1,
-                rows_per_file=ROWS,
-                start=start,
-                seed=hour,
-                malformed_rate=0.0,
-                late_rate=0.0,
-            )
-            landed[feed] += ROWS
-            hour += 1
-
-    def timed(feeds: tuple[str, ...]) -> float:
+    def timed(names: tuple[str, ...]) -> float:
         started = time.perf_counter()
-        code = cli(["--home", str(home), "--datasets", str(specs), "run", *feeds])
+        code = cli(["--home", str(home), "--datasets", str(specs), "run", *names])
         if code != 0:
-            raise SystemExit(f"runoff run {' '.join(feeds)} exited {code}")
+            raise SystemExit(f"runoff run {' '.join(names)} exited {code}")
         return round(time.perf_counter() - started, 2)
 
     alone: list[float] = []
     together: list[float] = []
     try:
         for round_ in range(ROUNDS):
-            land(FEEDS[:1])
+            feeds.land(FEEDS[:1])
             alone.append(timed(FEEDS[:1]))
-            land(FEEDS)
+            feeds.land(FEEDS)
             together.append(timed(FEEDS))
             print(
                 f"round {round_}: alone {alone[-1]} s, five together {together[-1]} s", flush=True
             )
         rows = {feed: read_arrow(str(config.bronze_path(feed))).num_rows for feed in FEEDS}
-        assert rows == landed, (rows, landed)
+        assert rows == feeds.landed, (rows, feeds.landed)
     finally:
         spark.stop()
     shutil.rmtree(WORK, ignore_errors=True)
-    return write_result(
+    return together_against_alone(
         "several_datasets",
         f"`runoff run` of {len(FEEDS)} datasets, one new {ROWS:,}-record file each, against one "
         "dataset alone, in one warm driver (medians)",
-        [
-            metric(
-                f"{len(FEEDS)} datasets in one `runoff run`",
-                statistics.median(together[WARMUP:]),
-                unit="s",
-                baseline=statistics.median(alone[WARMUP:]),
-                baseline_label="one dataset alone",
-                target="<= 2.5",
-            )
-        ],
-        rerun="uv run --frozen python -m benchmarks.bench_several_datasets",
-        params={
-            "datasets": list(FEEDS),
-            "rows_per_file": ROWS,
-            "rounds": ROUNDS,
-            "warmup": WARMUP,
+        f"{len(FEEDS)} datasets in one `runoff run`",
+        "one dataset alone",
+        alone,
+        together,
+        {
             "parallel": "default (half the cores, at least 2)",
-            "spark_master": "local[2]",
-            "alone_seconds": alone,
-            "together_seconds": together,
             "load_before": load_before,
             "load_after": load_average(),
         },
