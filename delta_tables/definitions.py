@@ -10,7 +10,12 @@ definition is refused (ConfigError, exit 2) with what changed, old -> new, and t
 `runoff rebuild <table>`, which recomputes the table from the whole of bronze. Otherwise new
 windows would be merged beside old ones of another shape, and the table would mix both.
 (Every such change also changes the aggregation's state that the table's checkpoint keeps, so
-the streaming query could not carry on from it anyway.)
+the streaming query could not carry on from it anyway.) One change is applied instead of
+refused: measures added, all else as it was (`compatible`). The rows keep their windows and keys
+and gain columns, so the silver run rebuilds the table from bronze itself (its deletion recorded
+as a `rebuild` run, what it applied said in its summary) and the new columns hold values for the
+whole history, not nulls before the change. A backfill still refuses it until a silver run (or
+`runoff rebuild`) applied it.
 
 A table created before runoff kept definitions has no property: it is taken to be built by the
 spec as it is, and the property is set (one metadata commit, `adopt`).
@@ -23,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from core.config import Location
@@ -128,26 +134,56 @@ def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return found
 
 
+def compatible(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether `new` only adds measures to `old` (every other part, and every measure `old`
+    had, as it was): the table's rows stay what they were and gain columns, which a rebuild
+    from bronze fills for the whole history."""
+    rest = {k: v for k, v in old.items() if k != "measures"}
+    if rest != {k: v for k, v in new.items() if k != "measures"}:
+        return False
+    before = {name: sql for name, sql in old.get("measures") or []}
+    after = {name: sql for name, sql in new.get("measures") or []}
+    return before.items() < after.items()
+
+
+@dataclass(frozen=True)
+class Change:
+    """How a table's spec entry differs from the definition that built it."""
+
+    what: list[str]  # one phrase per change (`changes`)
+    compatible: bool  # measures added only: a silver run applies it (`compatible`)
+
+    def remedy(self, table: str) -> str:
+        if self.compatible:
+            return "the next silver run applies it, rebuilding the table from bronze"
+        return f"runs refuse the table until `runoff rebuild {table}`"
+
+
 def _silver(spec: DatasetSpec) -> dict[str, SilverSpec]:
     return {s.table: s for s in spec.silver}
 
 
-def changed_tables(tables: Iterable[Table], spec: DatasetSpec) -> dict[str, list[str]]:
+def changed_tables(tables: Iterable[Table], spec: DatasetSpec) -> dict[str, Change]:
     """Per existing silver table (of `spec`'s dataset) whose stored definition differs from its
     spec: what changed."""
     specs = _silver(spec)
-    found: dict[str, list[str]] = {}
+    found: dict[str, Change] = {}
     for table in tables:
         old = stored(table)
-        if old is not None and (what := changes(old, definition(specs[table.name]))):
-            found[table.name] = what
+        new = definition(specs[table.name])
+        if old is not None and (what := changes(old, new)):
+            found[table.name] = Change(what, compatible(old, new))
     return found
 
 
-def refuse_changed(tables: Iterable[Table], spec: DatasetSpec) -> None:
+def refuse_changed(tables: Iterable[Table], spec: DatasetSpec, *, applied: bool = False) -> None:
     """Raise a ConfigError naming every silver table built by another definition than its
-    spec's."""
-    found = changed_tables(tables, spec)
+    spec's; with `applied`, but those a silver run applies (`compatible`)."""
+    found = {
+        name: change.what
+        for name, change in changed_tables(tables, spec).items()
+        if not (applied and change.compatible)
+    }
     if not found:
         return
     lines = [f"{name}: {'; '.join(what)}" for name, what in found.items()]

@@ -61,8 +61,9 @@ from core import interrupts
 from core.config import Location, RunoffConfig
 from core.console import live_status, say
 from core.errors import RunoffError
+from core.specs import DatasetSpec
 from delta_tables import definitions
-from delta_tables.catalog import Catalog, ensure_table
+from delta_tables.catalog import Catalog, Table, ensure_table
 from delta_tables.ledger import RunRecord, recorded_run
 from delta_tables.writes import (
     already_committed,
@@ -79,6 +80,7 @@ from jobs.streaming.query import (
     BatchFunction,
     CurrentBatch,
     checkpoint_locks,
+    deleting,
     error_line,
     guard_checkpoint,
     raise_failure,
@@ -469,6 +471,39 @@ def summarize(record: RunRecord, runs: Sequence[TableRun], report: Callable[[str
         )
 
 
+def delete_tables(config: RunoffConfig, dataset: str, tables: list[Table]) -> None:
+    """Delete silver tables and their checkpoints for a rebuild, under their locks; one ledger
+    row (layer "rebuild")."""
+    names = ", ".join(t.name for t in tables)
+    record = RunRecord(dataset=dataset, layer="rebuild", trigger=names)
+    checkpoints = [t.checkpoint for t in tables if t.checkpoint is not None]
+    with deleting(config, record, tables, checkpoints, f"runoff rebuild {names}"):
+        pass
+
+
+def apply_compatible(
+    config: RunoffConfig,
+    spec: DatasetSpec,
+    silver: Mapping[str, Table],
+    report: Callable[[str], None],
+) -> dict[str, list[str]]:
+    """Apply the spec's compatible changes (measures added: `definitions.compatible`): each such
+    table and its checkpoint are deleted (a `rebuild` ledger row), so that the run builds it
+    anew from all of bronze. Nothing is deleted when another table of the dataset has a change
+    no run applies (the run refuses it first). Returns what was applied, per table."""
+    definitions.refuse_changed(silver.values(), spec, applied=True)
+    applied = {
+        name: change.what
+        for name, change in definitions.changed_tables(silver.values(), spec).items()
+        if change.compatible
+    }
+    if applied:
+        delete_tables(config, spec.name, [silver[name] for name in applied])
+        for name, what in applied.items():
+            report(f"silver {name}: {'; '.join(what)}: applied, the table is rebuilt from bronze")
+    return applied
+
+
 def run_silver(
     spark: SparkSession | None,
     config: RunoffConfig,
@@ -505,6 +540,7 @@ def run_silver(
         "bronze rows"
     )
     with recorded_run(config.runs_path, record, describe=error_line):
+        record.details["applied"] = apply_compatible(config, dataset.spec, silver, report)
         record.versions_before = {table: table_version(path) for table, path in tables.items()}
         record.versions_after = dict(record.versions_before)
         checkpoints = [t.checkpoint for t in catalog.tables(dataset.name).silver if t.checkpoint]

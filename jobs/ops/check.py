@@ -8,11 +8,11 @@ data is read):
 the event time (a timestamp), the bronze projection, the row rules (booleans), and for each silver
 table its select, where, keys, measures, having (or transform) and the declared expectations'
 columns. Output: the plan (tables, columns and types, keys, partitioning, expectations, DAG) of
-every good spec, with each silver table built by another definition than its spec's and what
-changed (runs refuse it: `delta_tables.definitions`), and one `<file>: <key>: <problem>` line
-per problem; exit 2 when a spec is refused. `--no-spark` stops after the format's checks and
-prints each spec's outline instead (`print_outline`: what the spec states, no column types),
-without starting a JVM.
+every good spec, with each silver table built by another definition than its spec's, what
+changed and whether runs apply it or refuse it (`delta_tables.definitions`), and one
+`<file>: <key>: <problem>` line per problem; exit 2 when a spec is refused. `--no-spark` stops
+after the format's checks and prints each spec's outline instead (`print_outline`: what the
+spec states, no column types), without starting a JVM.
 """
 
 from __future__ import annotations
@@ -29,14 +29,21 @@ from core.spec_checks import record_check
 from core.specs import DatasetSpec
 from delta_tables import definitions
 from delta_tables.catalog import Catalog, DatasetTables
+from delta_tables.definitions import Change
 from jobs.streaming.resolve import DatasetPlan, resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+def built_by_another(table: str, change: Change) -> str:
+    """What `check` says of a table built by another definition: what changed and what a run
+    does (`delta_tables.definitions`)."""
+    return f"built by another definition ({'; '.join(change.what)}): {change.remedy(table)}"
+
+
 def print_plan(
-    plan: DatasetPlan, schedule: str | None, changed: Mapping[str, list[str]] | None = None
+    plan: DatasetPlan, schedule: str | None, changed: Mapping[str, Change] | None = None
 ) -> None:
     """The plan; `changed`: the tables built by another definition than the spec's now, and what
     changed (`delta_tables.definitions`)."""
@@ -65,12 +72,7 @@ def print_plan(
         for line in table.expectations:
             console.print(f"    expect {line}", markup=False)
         if changed and table.name in changed:
-            what = "; ".join(changed[table.name])
-            console.print(
-                f"    built by another definition ({what}): runs refuse the table until "
-                f"`runoff rebuild {table.name}`",
-                markup=False,
-            )
+            console.print(f"    {built_by_another(table.name, changed[table.name])}", markup=False)
 
 
 def refused_files(catalog: Catalog, names: Sequence[str] = ()) -> dict[Path, tuple[str, ...]]:
@@ -100,9 +102,7 @@ def check_specs(
     return plans, problems
 
 
-def print_outline(
-    spec: DatasetSpec, tables: DatasetTables, changed: Mapping[str, list[str]]
-) -> None:
+def print_outline(spec: DatasetSpec, tables: DatasetTables, changed: Mapping[str, Change]) -> None:
     """What a spec declares, as far as it states it without Spark: the DAG, each table's path,
     keys and partitioning, the silver definitions and the expectations (no column types: those
     come from resolving the SQL)."""
@@ -132,11 +132,7 @@ def print_outline(
             arguments = ", ".join(f"{k}={v!r}" for k, v in item.kwargs.items())
             console.print(f"    expect {item.expect}({arguments}) [{item.severity}]", markup=False)
         if table.name in changed:
-            console.print(
-                f"    built by another definition ({'; '.join(changed[table.name])}): runs "
-                f"refuse the table until `runoff rebuild {table.name}`",
-                markup=False,
-            )
+            console.print(f"    {built_by_another(table.name, changed[table.name])}", markup=False)
 
 
 def _check_format(config: RunoffConfig, catalog: Catalog, names: Sequence[str]) -> int:

@@ -68,9 +68,10 @@ def run_pipeline(
     from quality.runner import validate_dataset
 
     started = time.perf_counter()
-    # A silver table built by another definition stops the run before bronze writes anything.
+    # A silver table built by another definition stops the run before bronze writes anything,
+    # unless silver applies the change itself (measures added).
     catalog = Catalog.load(config)
-    definitions.refuse_changed(catalog.tables(dataset).silver, catalog.spec(dataset))
+    definitions.refuse_changed(catalog.tables(dataset).silver, catalog.spec(dataset), applied=True)
     bronze = run_bronze(spark, config, dataset, BronzeOptions())  # prints its own summary
     silver = run_silver(spark, config, dataset, report=report)
     validation = validate_dataset(config, dataset)

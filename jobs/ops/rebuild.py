@@ -17,8 +17,6 @@ import argparse
 from core.config import RunoffConfig
 from core.errors import ConfigError
 from delta_tables.catalog import Catalog, Table
-from delta_tables.ledger import RunRecord
-from jobs.ops.reset import deleting
 
 
 def rebuild_targets(catalog: Catalog, names: list[str]) -> dict[str, list[Table]]:
@@ -37,15 +35,6 @@ def rebuild_targets(catalog: Catalog, names: list[str]) -> dict[str, list[Table]
     return datasets
 
 
-def delete_tables(config: RunoffConfig, dataset: str, tables: list[Table]) -> None:
-    """Delete the tables and their checkpoints, under their locks; one ledger row."""
-    names = ", ".join(t.name for t in tables)
-    record = RunRecord(dataset=dataset, layer="rebuild", trigger=names)
-    checkpoints = [t.checkpoint for t in tables if t.checkpoint is not None]
-    with deleting(config, record, tables, checkpoints, f"runoff rebuild {names}"):
-        pass
-
-
 def table_names(args: list[str]) -> list[str]:
     """The tables named by the arguments, each a name or names separated by commas (how the
     Airflow param `rebuild_silver` passes its list): `["a,b", "c"]` -> `["a", "b", "c"]`."""
@@ -53,7 +42,7 @@ def table_names(args: list[str]) -> list[str]:
 
 
 def cmd_rebuild(config: RunoffConfig, args: argparse.Namespace) -> int:
-    from jobs.silver import run_silver
+    from jobs.silver import delete_tables, run_silver
 
     names = table_names(list(args.table))
     if not names:

@@ -24,15 +24,13 @@ recognises a recreated table by its new Delta table id).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 
-from core.config import Location, RunoffConfig, remove_tree
+from core.config import Location, RunoffConfig
 from core.console import say
 from core.errors import RunoffError
 from delta_tables.catalog import Catalog, Table
-from delta_tables.ledger import RunRecord, recorded_run
-from delta_tables.writes import table_version
+from delta_tables.ledger import RunRecord
+from jobs.streaming.query import deleting
 
 
 def layers_to_reset(layer: str) -> tuple[str, ...]:
@@ -60,39 +58,6 @@ def reset_targets(
         if t.checkpoint is not None and t.checkpoint not in checkpoints:
             checkpoints.append(t.checkpoint)
     return tables, checkpoints
-
-
-@contextmanager
-def deleting(
-    config: RunoffConfig,
-    record: RunRecord,
-    tables: Sequence[Table],
-    checkpoints: Sequence[Location],
-    holder: str,
-) -> Iterator[list[str]]:
-    """In `record`'s ledger row and under the checkpoints' locks (held for `holder`): delete the
-    tables, then the checkpoints, saying each; the block gets the paths deleted and runs before
-    the locks are let go."""
-    from jobs.streaming.query import checkpoint_locks, error_line
-
-    deleted: list[str] = []
-    with (
-        recorded_run(config.runs_path, record, describe=error_line),
-        checkpoint_locks(config, checkpoints, holder),
-    ):
-        for table in tables:
-            record.versions_before[table.name] = table_version(table.path)
-            if remove_tree(table.path):
-                deleted.append(str(table.path))
-                say(f"deleted table {table.name} ({table.path})")
-            else:
-                say(f"table {table.name} did not exist")
-        for checkpoint in checkpoints:
-            if remove_tree(checkpoint):
-                deleted.append(str(checkpoint))
-                say(f"deleted checkpoint {checkpoint}")
-        yield deleted
-        record.versions_after = {t.name: -1 for t in tables}
 
 
 def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:

@@ -34,13 +34,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, NoReturn
 
 from core import caller, interrupts
-from core.config import Location, RunoffConfig, write_whole
+from core.config import Location, RunoffConfig, remove_tree, write_whole
 from core.console import say
 from core.errors import ConfigError, RunoffError
 from core.locking import checkpoint_lock
 from delta_tables import ledger
-from delta_tables.ledger import RunRecord
-from delta_tables.writes import app_transactions
+from delta_tables.ledger import RunRecord, recorded_run
+from delta_tables.writes import app_transactions, table_version
 from jobs.checkpoints.files import read_query_id
 from jobs.checkpoints.guard import corrupt_file, corrupt_message, progress_problem
 from jobs.streaming.failures import explain
@@ -48,6 +48,8 @@ from jobs.streaming.failures import explain
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+    from delta_tables.catalog import Table
 
 logger = logging.getLogger(__name__)
 
@@ -474,6 +476,37 @@ def checkpoint_locks(
         for checkpoint in dict.fromkeys(checkpoints):
             stack.enter_context(checkpoint_lock(checkpoint, what, config.lock_path(checkpoint)))
         yield
+
+
+@contextmanager
+def deleting(
+    config: RunoffConfig,
+    record: RunRecord,
+    tables: Sequence[Table],
+    checkpoints: Sequence[Location],
+    holder: str,
+) -> Iterator[list[str]]:
+    """In `record`'s ledger row and under the checkpoints' locks (held for `holder`): delete the
+    tables, then the checkpoints, saying each; the block gets the paths deleted and runs before
+    the locks are let go."""
+    deleted: list[str] = []
+    with (
+        recorded_run(config.runs_path, record, describe=error_line),
+        checkpoint_locks(config, checkpoints, holder),
+    ):
+        for table in tables:
+            record.versions_before[table.name] = table_version(table.path)
+            if remove_tree(table.path):
+                deleted.append(str(table.path))
+                say(f"deleted table {table.name} ({table.path})")
+            else:
+                say(f"table {table.name} did not exist")
+        for checkpoint in checkpoints:
+            if remove_tree(checkpoint):
+                deleted.append(str(checkpoint))
+                say(f"deleted checkpoint {checkpoint}")
+        yield deleted
+        record.versions_after = {t.name: -1 for t in tables}
 
 
 def elapsed(started: float) -> float:

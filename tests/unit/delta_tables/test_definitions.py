@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 
 from core.specs import SilverSpec
-from delta_tables.definitions import changes, definition, encoded
+from delta_tables.definitions import changes, compatible, definition, encoded
 
 HOURLY = SilverSpec(
     table="t",
@@ -51,3 +51,20 @@ def test_each_change_is_named_old_to_new() -> None:
         'measure last removed: "max(time)"',
     ]
     assert changes(definition(HOURLY), definition(HOURLY)) == []
+
+
+def test_only_measures_added_is_a_change_a_run_applies() -> None:
+    def with_measures(*measures: tuple[str, str], **other: object) -> dict[str, object]:
+        return definition(replace(HOURLY, measures=measures, **other))  # type: ignore[arg-type]
+
+    old = definition(HOURLY)
+    count, last = ("count", "count(*)"), ("last", "max(time)")
+    assert compatible(old, with_measures(count, last, ("first", "min(time)")))
+    assert compatible(old, with_measures(("first", "min(time)"), count, last))  # any order
+    assert not compatible(old, old)  # nothing changed
+    assert not compatible(old, with_measures(count))  # removed
+    assert not compatible(old, with_measures(("count", "count(1)"), last))  # changed
+    assert not compatible(old, with_measures(("total", "count(*)"), last))  # renamed
+    added = (count, last, ("first", "min(time)"))
+    assert not compatible(old, with_measures(*added, window="30 minutes"))
+    assert not compatible(old, with_measures(*added, keys=("action", "user")))

@@ -91,9 +91,18 @@ def test_a_changed_definition_is_refused_then_rebuilt_exactly(
     hourly_before = rows(config, HOURLY)
     assert {r["window_end"] - r["window_start"] for r in hourly_before} == {timedelta(hours=1)}
 
+    # The hourly window changes (refused), the sliding table gains a measure (what a run
+    # applies): a run that would apply the one is refused for the other, before anything is
+    # written; a backfill refuses both.
     write_spec(specs, changed_spec())
     before = snapshot(config)
-    refusal = (
+    refused_by_runs = (
+        f"{specs / 'clicks.yaml'} changed the definition of silver tables built by the old one "
+        f'({HOURLY}: window "1 hour" -> "30 minutes"): their new rows would mix with rows of the '
+        "old definition, so nothing was written. Rebuild them from bronze with "
+        f"`runoff rebuild {HOURLY}`, or restore the old definition"
+    )
+    refused_by_backfills = (
         f"{specs / 'clicks.yaml'} changed the definition of silver tables built by the old one "
         f'({HOURLY}: window "1 hour" -> "30 minutes" | {SLIDING}: measure last added: '
         '"max(time)"): their new rows would mix with rows of the old definition, so nothing was '
@@ -102,12 +111,12 @@ def test_a_changed_definition_is_refused_then_rebuilt_exactly(
     )
     with pytest.raises(ConfigError) as refused:
         run_silver(spark, config, "clicks")
-    assert str(refused.value) == refusal
+    assert str(refused.value) == refused_by_runs
     capsys.readouterr()
     home = ["--home", str(config.home), "--datasets", str(specs)]
     assert main([*home, "backfill", "clicks", "--start", "2024-01-01", "--end", "2024-01-02"]) == 2
-    assert capsys.readouterr().err.strip() == f"runoff: error: {refusal}"
-    # `runoff check` names both, its exit code unchanged (the spec itself is good).
+    assert capsys.readouterr().err.strip() == f"runoff: error: {refused_by_backfills}"
+    # `runoff check` says what a run does with each, its exit code unchanged (the spec is good).
     assert main([*home, "check"]) == 0
     printed = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
     assert (
@@ -115,14 +124,14 @@ def test_a_changed_definition_is_refused_then_rebuilt_exactly(
         f"until `runoff rebuild {HOURLY}`"
     ) in printed
     assert (
-        'built by another definition (measure last added: "max(time)"): runs refuse the table '
-        f"until `runoff rebuild {SLIDING}`"
+        'built by another definition (measure last added: "max(time)"): the next silver run '
+        "applies it, rebuilding the table from bronze"
     ) in printed
     # `runoff run` stops before bronze reads the file that landed since.
     bronze = table_version(config.bronze_path("clicks"))
     generate("events", config.landing_dir("clicks"), files=1, rows_per_file=50, seed=12)
     assert main([*home, "run", "clicks"]) == 2
-    assert capsys.readouterr().err.strip() == f"runoff: error: {refusal}"
+    assert capsys.readouterr().err.strip() == f"runoff: error: {refused_by_runs}"
     assert table_version(config.bronze_path("clicks")) == bronze
     assert snapshot(config) == before  # neither table nor checkpoint touched
     assert rows(config, HOURLY) == hourly_before
@@ -132,13 +141,66 @@ def test_a_changed_definition_is_refused_then_rebuilt_exactly(
         ("backfill", "failed"),
     ]
 
-    # The tables a fresh start with the new spec gives: all of bronze in one batch.
-    assert main([*home, "rebuild", HOURLY, SLIDING]) == 0
+    # Rebuilding the refused table: its silver run applies the other change too. The tables are
+    # what a fresh start with the new spec gives (all of bronze in one batch).
+    assert main([*home, "rebuild", HOURLY]) == 0
+    assert (
+        f'silver {SLIDING}: measure last added: "max(time)": applied, the table is rebuilt from '
+        "bronze"
+    ) in capsys.readouterr().out
     assert {table: rows(config, table) for table in (HOURLY, SLIDING)} == want(records)
     # The next run accepts the tables: they were built by the spec as it is.
     assert run_silver(spark, config, "clicks").status == "success"
     rebuilt = [r for r in read_runs(config.runs_path, "clicks") if r["layer"] == "rebuild"]
-    assert [(r["status"], r["trigger"]) for r in rebuilt] == [("success", f"{HOURLY}, {SLIDING}")]
+    assert [(r["status"], r["trigger"]) for r in rebuilt] == [
+        ("success", HOURLY),
+        ("success", SLIDING),
+    ]
+
+
+def test_a_measure_added_is_applied_by_the_next_run_for_the_whole_history(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A compatible change (a measure added, nothing else): the next silver run rebuilds the
+    table from bronze, says so, records it; the new column holds values for every window, equal
+    to an independent computation, and the other table carries on untouched."""
+    specs = tmp_path / "specs"
+    write_spec(specs, seed_spec())
+    config = RunoffConfig.from_sources(home=tmp_path / "home", datasets=[specs], env={})
+    config.ensure_home()
+    generate("events", config.landing_dir("clicks"), files=2, rows_per_file=120, seed=13)
+    assert run_bronze(spark, config, "clicks").status == "success"
+    assert run_silver(spark, config, "clicks").status == "success"
+    hourly = 'window: "1 hour"\n    keys: [action]\n    measures: {count: "count(*)"'
+    text = seed_spec()
+    assert hourly in text
+    write_spec(specs, text.replace(hourly, hourly + ', first: "min(time)"', 1))
+    sliding_version = table_version(config.silver_path(SLIDING))
+    generate("events", config.landing_dir("clicks"), files=1, rows_per_file=60, seed=14)
+    # Every file delivered, before bronze archives the first ones.
+    records = expected.valid_records(expected.read_landing("events", config.landing_dir("clicks")))
+    assert run_bronze(spark, config, "clicks").status == "success"
+    said: list[str] = []
+    record = run_silver(spark, config, "clicks", report=said.append)
+    assert record.status == "success"
+    assert record.details["applied"] == {HOURLY: ['measure first added: "min(time)"']}
+    assert said[0] == (
+        f'silver {HOURLY}: measure first added: "min(time)": applied, the table is rebuilt from '
+        "bronze"
+    )
+    grouped = expected._grouped(records, ("action",), timedelta(hours=1))
+    first = {"first": lambda members: min(m["time"] for m in members)}
+    want_hourly = sorted(
+        expected.naive_utc(expected._rows(grouped, ("action",), **first)), key=repr
+    )
+    assert rows(config, HOURLY) == want_hourly
+    assert table_version(config.silver_path(SLIDING)) > sliding_version  # carried on, not rebuilt
+    ledger = read_runs(config.runs_path, "clicks")
+    assert [(r["layer"], r["trigger"]) for r in ledger if r["layer"] == "rebuild"] == [
+        ("rebuild", HOURLY)
+    ]
+    # Applied once: the next run finds the table built by the spec as it is.
+    assert run_silver(spark, config, "clicks").details["applied"] == {}
 
 
 def test_a_table_made_before_definitions_were_kept_adopts_the_spec_once(
