@@ -176,16 +176,17 @@ def changed_tables(tables: Iterable[Table], spec: DatasetSpec) -> dict[str, Chan
     return found
 
 
-def refuse_changed(tables: Iterable[Table], spec: DatasetSpec, *, applied: bool = False) -> None:
+def refuse_changed(
+    tables: Iterable[Table], spec: DatasetSpec, *, applied: bool = False
+) -> dict[str, Change]:
     """Raise a ConfigError naming every silver table built by another definition than its
-    spec's; with `applied`, but those a silver run applies (`compatible`)."""
+    spec's; with `applied`, but those a silver run applies (`compatible`), which it returns."""
+    changed = changed_tables(tables, spec)
     found = {
-        name: change.what
-        for name, change in changed_tables(tables, spec).items()
-        if not (applied and change.compatible)
+        name: change.what for name, change in changed.items() if not (applied and change.compatible)
     }
     if not found:
-        return
+        return {name: change for name, change in changed.items() if change.compatible}
     lines = [f"{name}: {'; '.join(what)}" for name, what in found.items()]
     commands = " and ".join(f"`runoff rebuild {name}`" for name in found)
     raise ConfigError(

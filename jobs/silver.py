@@ -491,12 +491,8 @@ def apply_compatible(
     table and its checkpoint are deleted (a `rebuild` ledger row), so that the run builds it
     anew from all of bronze. Nothing is deleted when another table of the dataset has a change
     no run applies (the run refuses it first). Returns what was applied, per table."""
-    definitions.refuse_changed(silver.values(), spec, applied=True)
-    applied = {
-        name: change.what
-        for name, change in definitions.changed_tables(silver.values(), spec).items()
-        if change.compatible
-    }
+    applicable = definitions.refuse_changed(silver.values(), spec, applied=True)
+    applied = {name: change.what for name, change in applicable.items()}
     if applied:
         delete_tables(config, spec.name, [silver[name] for name in applied])
         for name, what in applied.items():
