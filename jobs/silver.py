@@ -6,6 +6,10 @@ Output: one Delta table per aggregate of the dataset (`delta/silver/<dataset>_<a
 with one row per window and key (`SilverAggregate.keys`): `window_start`, `window_end`, the keys
 and the measures (`lines_word_counts` has no window: one row per word).
 
+Definitions: a table built by another definition than its spec's stops the run before anything
+is written, except when the spec only added measures: then the run deletes that table and its
+checkpoint first and builds it from all of bronze (`apply_compatible`, `delta_tables.definitions`).
+
 Trigger: `availableNow`. A run processes what bronze committed since the previous run (the
 checkpoint `checkpoints/silver/<table>` remembers where that was), in as many micro-batches as the
 rate limit asks, plus the no-data batches Spark runs to advance the watermark, then stops. The
