@@ -137,6 +137,20 @@ QUIET_SHARING = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 # (`runoff serve`) keeps both tiers: its hot code is compiled once and reused for hours.
 COMMAND_JIT = "-XX:TieredStopAtLevel=1"
 
+# A long-lived driver (`runoff serve`, the test session) runs many commands' many small plans. With
+# the JVM's default thresholds its optimizing tier still compiles some 40 Spark methods a second
+# after ten minutes, most of them run a few thousand times in all: the compiler threads held a
+# third of such a driver's CPU. It compiles a method once it ran 30 times as often as the defaults
+# ask (the quick tier serves it until then). One session over the 50 tests of
+# `tests/spark/jobs/silver` (`benchmarks/bench_long_lived_jit.py`): the machine spent 0.89x the CPU
+# seconds of the defaults, in 1.03x the wall time (one run each); the driver JVM's own CPU was
+# 0.72x in back-to-back runs (x3: 0.86x; x10: 0.76x). Where two jobs share the cores (`make test`,
+# a busy server), CPU is what a run waits for.
+LONG_LIVED_JIT = (
+    "-XX:Tier4InvocationThreshold=150000 -XX:Tier4MinInvocationThreshold=18000 "
+    "-XX:Tier4CompileThreshold=450000 -XX:Tier4BackEdgeThreshold=1200000"
+)
+
 
 # Outside whole-stage code, Spark generates Java source for every projection of every task, and
 # compiles it (a cache spares the compile, not the generation), and the JIT compiles the classes
@@ -177,11 +191,10 @@ def projections_for(files: Sequence[Location]) -> dict[str, str]:
 
 
 def driver_java_options(long_lived: bool = False) -> str:
-    """The driver JVM's options: `JAVA_OPTIONS`, the quick JIT tier only unless `long_lived`,
-    and the class archive when `make install` made it."""
-    options = [JAVA_OPTIONS]
-    if not long_lived:
-        options.append(COMMAND_JIT)
+    """The driver JVM's options: `JAVA_OPTIONS`, the quick JIT tier only (`COMMAND_JIT`) or, when
+    `long_lived`, both tiers with fewer optimizing compiles (`LONG_LIVED_JIT`), and the class
+    archive when `make install` made it."""
+    options = [JAVA_OPTIONS, LONG_LIVED_JIT if long_lived else COMMAND_JIT]
     if CLASS_ARCHIVE.is_file():
         options.append(f"-XX:SharedArchiveFile={CLASS_ARCHIVE} {QUIET_SHARING}")
     return " ".join(options)

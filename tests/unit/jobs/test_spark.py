@@ -88,12 +88,16 @@ def test_s3a_settings_come_from_the_standard_aws_variables() -> None:
 
 
 def test_a_commands_driver_stops_at_the_quick_jit_tier_and_a_servers_does_not() -> None:
-    from jobs.spark import driver_java_options
+    from jobs.spark import COMMAND_JIT, LONG_LIVED_JIT, driver_java_options
 
     command, server = driver_java_options().split(), driver_java_options(long_lived=True).split()
     assert "-XX:TieredStopAtLevel=1" in command
     assert "-XX:TieredStopAtLevel=1" not in server
-    assert [o for o in command if o != "-XX:TieredStopAtLevel=1"] == server
+    assert "-XX:Tier4InvocationThreshold=150000" in server
+    assert not [o for o in command if o.startswith("-XX:Tier4")]
+    assert [o for o in command if o not in COMMAND_JIT.split()] == [
+        o for o in server if o not in LONG_LIVED_JIT.split()
+    ]
 
 
 @pytest.mark.parametrize(
