@@ -172,7 +172,7 @@ def log_line(entry: Any) -> str:
     return text
 
 
-def again_while_locked(attempt: Callable[[], T], said: Callable[[T], str], attempts: int = 3) -> T:
+def again_while_locked(attempt: Callable[[], T], said: Callable[[T], str], attempts: int = 5) -> T:
     """`attempt()`, made again 5 s later (at most `attempts` times in all) while what it `said`
     holds sqlite's "database is locked": `make airflow`'s scheduler was writing (the README's
     advice: submit it again). The last result, whatever it is."""
