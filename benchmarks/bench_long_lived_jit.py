@@ -22,10 +22,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.result import load_average, timed_command, wall_and_cpu, write_result
+from benchmarks.result import (
+    load_average,
+    runoff_environment,
+    timed_command,
+    wall_and_cpu,
+    write_result,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOAD = "tests/spark/jobs/silver"
+SPARK_MASTER = "local[2]"  # the test session's own
 REPETITIONS = 1
 PYTEST = (
     "import sys, pytest; "
@@ -36,8 +43,7 @@ DEFAULTS = "import jobs.spark; jobs.spark.LONG_LIVED_JIT = ''; "
 
 def timed_session(defaults: bool, label: str) -> dict[str, Any]:
     code = (DEFAULTS if defaults else "") + PYTEST.format(path=WORKLOAD)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNOFF_")}
-    env["PYTHONPATH"] = str(REPO)
+    env = {**runoff_environment(SPARK_MASTER), "PYTHONPATH": str(REPO)}
     return timed_command([sys.executable, "-c", code], env, label)
 
 
