@@ -96,16 +96,26 @@ def connect(path: Path) -> socket.socket:
     return sock
 
 
+def host_port(text: str, default_host: str | None = None) -> tuple[str, int] | None:
+    """(host, port) of `HOST:PORT` (`[::1]:PORT` for an IPv6 host), or of a bare `PORT` when a
+    `default_host` is given; None when `text` is neither."""
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]") or (default_host or "")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return host, int(port)
+
+
 def tcp_address(server: str) -> tuple[str, int] | None:
     """(host, port) of a `tcp://host:port` server; None for a Unix socket's path."""
     if not server.startswith(TCP_SCHEME):
         return None
-    host, _, port = server.removeprefix(TCP_SCHEME).rpartition(":")
-    if not host or not port.isdigit():
+    parsed = host_port(server.removeprefix(TCP_SCHEME))
+    if parsed is None:
         raise ConfigError(
             f"{SERVER_ENV}={server}: expected tcp://HOST:PORT, e.g. tcp://runoff:7079"
         )
-    return host.strip("[]"), int(port)
+    return parsed
 
 
 def answer(challenge: str, secret: str) -> str:

@@ -44,6 +44,7 @@ from jobs.cli.client import (
     address,
     answer,
     frames,
+    host_port,
     send,
 )
 
@@ -383,10 +384,10 @@ def prepare_socket(path: Path) -> None:
 
 def listen_address(text: str) -> tuple[str, int]:
     """`HOST:PORT` (or `PORT`: loopback) of `--listen`; a ConfigError otherwise."""
-    host, _, port = text.rpartition(":")
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    parsed = host_port(text, default_host="127.0.0.1")
+    if parsed is None:
         raise ConfigError(f"--listen {text}: expected HOST:PORT or PORT, e.g. 127.0.0.1:7079")
-    return host.strip("[]") or "127.0.0.1", int(port)
+    return parsed
 
 
 def server_secret(env: Mapping[str, str]) -> str:

@@ -169,7 +169,7 @@ def test_the_secret_never_travels_and_is_required_to_listen() -> None:
     import io
 
     from core.errors import ConfigError
-    from jobs.cli.client import SECRET_ENV, request
+    from jobs.cli.client import SECRET_ENV, request, tcp_address
 
     env = {SECRET_ENV: SECRET, "RUNOFF_HOME": "/h", "RUNOFF_SERVER": "tcp://a:1"}
     assert request(["bronze", "events"], env, io.StringIO())["env"] == {"RUNOFF_HOME": "/h"}
@@ -183,3 +183,10 @@ def test_the_secret_never_travels_and_is_required_to_listen() -> None:
     for bad_address in ("host", "host:0", "host:port", "1:99999"):
         with pytest.raises(ConfigError, match="expected HOST:PORT"):
             served.listen_address(bad_address)
+    # A client's address names its host: no loopback default.
+    assert tcp_address("tcp://runoff:7079") == ("runoff", 7079)
+    assert tcp_address("tcp://[::1]:7079") == ("::1", 7079)
+    assert tcp_address("/run/runoff.sock") is None
+    for bad_server in ("tcp://7079", "tcp://:7079", "tcp://runoff", "tcp://runoff:0"):
+        with pytest.raises(ConfigError, match="expected tcp://HOST:PORT"):
+            tcp_address(bad_server)
