@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.result import (
+    in_turns,
     load_average,
     runoff_command,
     runoff_environment,
@@ -65,8 +66,7 @@ def main() -> dict[str, Any]:
     for size, (files, rows) in SIZES.items():
         runs[size] = {name: [] for name in settings}
         for rep in range(REPETITIONS):
-            order = list(settings) if rep % 2 == 0 else list(reversed(settings))
-            for name in order:
+            for name in in_turns(settings, rep):
                 runs[size][name].append(timed_run(files, rows, settings[name], f"{size}, {name}"))
     metrics = [
         measured

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.result import (
+    in_turns,
     load_average,
     runoff_environment,
     timed_command,
@@ -53,8 +54,7 @@ def main() -> dict[str, Any]:
     settings = {"fewer compiles": False, "JVM defaults": True}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in settings}
     for rep in range(REPETITIONS):
-        order = list(settings) if rep % 2 == 0 else list(reversed(settings))
-        for name in order:
+        for name in in_turns(settings, rep):
             runs[name].append(timed_session(settings[name], f"{WORKLOAD} ({name})"))
     metrics = wall_and_cpu(
         f"one session over `{WORKLOAD}`",

@@ -64,7 +64,7 @@ def silver_seconds(
 
 
 def main() -> dict[str, Any]:
-    from benchmarks.result import load_average, metric, write_result
+    from benchmarks.result import in_turns, load_average, metric, write_result
     from core.config import RunoffConfig
     from jobs.samples import generate_dataset
     from jobs.spark import INTERPRETED_PROJECTIONS, get_spark
@@ -84,8 +84,7 @@ def main() -> dict[str, Any]:
     rows: dict[str, list[int]] = {name: [] for name in settings}
     try:
         for i in range(INCREMENTS):
-            order = list(settings) if i % 2 == 0 else list(reversed(settings))
-            for name in order:
+            for name in in_turns(settings, i):
                 config = small[name]
                 start = START + timedelta(hours=i)
                 generate_dataset(

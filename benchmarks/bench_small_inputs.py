@@ -85,7 +85,7 @@ def land(config: RunoffConfig, files: int, rows: int, start: datetime, seed: int
 
 def main() -> dict[str, Any]:
     from benchmarks.bench_projections import GENERATED
-    from benchmarks.result import load_average, metric, write_result
+    from benchmarks.result import in_turns, load_average, metric, write_result
     from core.config import RunoffConfig
     from jobs.backfill.interval import Interval
     from jobs.backfill.job import run_backfill
@@ -109,9 +109,6 @@ def main() -> dict[str, Any]:
         result = run_backfill(spark, config, DATASET, interval, report=lambda _line: None)
         assert result.record.status == "success", result.record
 
-    def in_turns(i: int) -> list[str]:
-        return list(settings) if i % 2 == 0 else list(reversed(settings))
-
     quiet = homes("increments")
     spark = get_spark(app_name="bench-small-inputs", config=next(iter(quiet.values())))
     seconds: dict[str, dict[str, list[float]]] = {
@@ -120,7 +117,7 @@ def main() -> dict[str, Any]:
     large_seconds: dict[str, float] = {}
     try:
         for i in range(INCREMENTS):
-            for name in in_turns(i):
+            for name in in_turns(settings, i):
                 config = quiet[name]
                 land(config, 1, SMALL_ROWS, DAY + timedelta(hours=i), seed=i)
                 with projections(spark, settings[name]):
@@ -133,7 +130,7 @@ def main() -> dict[str, Any]:
             assert run_silver(spark, config, DATASET, report=lambda _l: None).status == "success"
         for hour in range(HOURS):
             interval = Interval(DAY + timedelta(hours=hour), DAY + timedelta(hours=hour + 1))
-            for name in in_turns(hour):
+            for name in in_turns(settings, hour):
                 with projections(spark, settings[name]):
                     seconds["backfill"][name].append(
                         timed(partial(backfill, spark, day[name], interval))

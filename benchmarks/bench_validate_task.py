@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.result import (
+    in_turns,
     load_average,
     runoff_command,
     runoff_environment,
@@ -72,7 +73,7 @@ def main() -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {way: [] for way in ways}
     call = ["--home", str(home), "validate", DATASET, "--full"]
     for rep in range(REPETITIONS):
-        for way in list(ways) if rep % 2 == 0 else list(reversed(ways)):
+        for way in in_turns(ways, rep):
             runs[way].append(timed_command([*ways[way], *call], env, way))
     metrics = wall_and_cpu(
         "a DAG run's validate step, 1 hourly file",

@@ -18,7 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -127,6 +127,13 @@ def load_average() -> list[float]:
     """The machine's load averages over 1, 5 and 15 minutes (record them before and after a
     benchmark in its `params`: other work on the machine inflates every number alike)."""
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def in_turns(names: Iterable[str], round_number: int) -> list[str]:
+    """The order of a benchmark's settings in round `round_number`: as given in even rounds,
+    reversed in odd ones, so that no setting always runs first (on a warmer or quieter machine)."""
+    order = list(names)
+    return order if round_number % 2 == 0 else order[::-1]
 
 
 def busy_cpu_seconds() -> float:

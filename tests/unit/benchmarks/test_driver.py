@@ -24,6 +24,7 @@ from benchmarks.readme_table import (
 )
 from benchmarks.result import (
     ResultError,
+    in_turns,
     load_results,
     metric,
     result,
@@ -69,6 +70,15 @@ def test_metric_computes_ratio_and_met() -> None:
     # Without a baseline the target applies to the value.
     assert metric("open time", 0.4, unit="s", target="< 0.5")["met"] is True
     assert metric("x", 3.0)["met"] is None
+
+
+def test_settings_take_turns_going_first() -> None:
+    settings = {"a": 1, "b": 2, "c": 3}
+    assert [in_turns(settings, n) for n in range(3)] == [
+        ["a", "b", "c"],
+        ["c", "b", "a"],
+        ["a", "b", "c"],
+    ]
 
 
 @pytest.mark.parametrize(
