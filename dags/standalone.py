@@ -5,11 +5,11 @@ components `airflow standalone` would run, started here so that every one listen
 only (`COMPONENTS`: no log servers), whose metadata DB (sqlite) and logs live in
 `<home>/airflow`, whose DAGs folder is this repository's `dags/`, with the `spark_default`
 connection and the `spark` pool; it prints the URL and the admin login, then runs until Ctrl-C
-(or until a component ends) and stops every process it started. Its settings are also written
-to `<home>/airflow/airflow.cfg`: any `airflow` command with `AIRFLOW_HOME=<home>/airflow` talks
-to the same Airflow. Unless `--no-server`, it first starts `runoff serve` (log in
-`<home>/logs/server.log`) and gives the tasks `RUNOFF_SERVER`: every Spark step runs in that one
-warm driver.
+and stops every process it started; a component that ends is started again (`RESTARTS`). Its
+settings are also written to `<home>/airflow/airflow.cfg`: any `airflow` command with
+`AIRFLOW_HOME=<home>/airflow` talks to the same Airflow. Unless `--no-server`, it first starts
+`runoff serve` (log in `<home>/logs/server.log`) and gives the tasks `RUNOFF_SERVER`: every Spark
+step runs in that one warm driver.
 
 The `spark_default` connection names the Spark master of every task, served or not: a
 `spark-submit` task passes it as `--master`, and the server runs on it too (`server_env`: the
@@ -35,8 +35,9 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DAGS_FOLDER = REPO_ROOT / "dags"
@@ -240,44 +241,86 @@ COMPONENTS: tuple[tuple[str, ...], ...] = (
 )
 
 
+# A component that ends while Airflow runs is started again (compose: `restart: unless-stopped`):
+# with sqlite, a scheduler can end on a write that another process removed under it (a backfill
+# refused with "database is locked" removes the runs it had created). More than RESTARTS ends
+# within RESTART_WINDOW seconds is a fault that restarting does not cure: Airflow is stopped.
+RESTARTS = 3
+RESTART_WINDOW = 600.0
+
+
 @dataclass
 class Components:
-    """Airflow's running components, one process group: its id is the first one's pid."""
+    """Airflow's running components, one process group (`pid`: its id, the first one's pid)."""
 
-    processes: list[subprocess.Popen[bytes]]
+    commands: list[list[str]]
+    env: dict[str, str]
+    output: IO[bytes] | None
+    processes: list[subprocess.Popen[bytes]] = field(init=False)
+    ended: list[float] = field(default_factory=list)  # when components ended (monotonic)
+
+    def __post_init__(self) -> None:
+        first = self._spawn(self.commands[0], group=0)  # leads a new process group
+        self.group = first.pid
+        self.processes = [first, *(self._spawn(c, self.group) for c in self.commands[1:])]
+
+    def _spawn(self, command: list[str], group: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            command,
+            env=self.env,
+            stdout=self.output,
+            stderr=subprocess.STDOUT if self.output else None,
+            process_group=group,
+        )
 
     @property
     def pid(self) -> int:
-        return self.processes[0].pid
+        return self.group
 
     def poll(self) -> int | None:
         """None while every component runs, else the exit code of one that ended."""
         return next((p.returncode for p in self.processes if p.poll() is not None), None)
 
-    def wait(self) -> int:
-        """Wait until a component ends (Airflow is then incomplete); its exit code."""
-        while (code := self.poll()) is None:
+    def wait(self, restarts: int = RESTARTS, window: float = RESTART_WINDOW) -> int:
+        """Start again each component that ends, until components have ended more than
+        `restarts` times within `window` seconds; then the exit code of the last one."""
+        while True:
+            for index, process in enumerate(self.processes):
+                if (code := process.poll()) is None:
+                    continue
+                now = time.monotonic()
+                self.ended = [t for t in self.ended if now - t < window] + [now]
+                name = " ".join([Path(self.commands[index][0]).name, *self.commands[index][1:2]])
+                said = f"{name} exited with code {code}"
+                if len(self.ended) > restarts:
+                    print(
+                        f"runoff: error: {said}; components ended {len(self.ended)} times within "
+                        f"{window:.0f} s: stopping Airflow",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    return code
+                print(f"runoff: {said}: starting it again", flush=True)
+                try:
+                    self.processes[index] = self._spawn(self.commands[index], self.group)
+                except OSError as exc:  # the group is gone: every component ended
+                    print(f"runoff: error: {said}; {exc}", file=sys.stderr, flush=True)
+                    return code
             time.sleep(1)
-        return code
 
 
-def start(env: Mapping[str, str], log_path: Path | None = None) -> Components:
-    """Start Airflow's components (`COMPONENTS`) in a process group of their own (stop them
-    with `stop`)."""
+def start(
+    env: Mapping[str, str],
+    log_path: Path | None = None,
+    commands: Sequence[Sequence[str]] | None = None,
+) -> Components:
+    """Start Airflow's components (`COMPONENTS`, or `commands`: whole command lines) in a process
+    group of their own (stop them with `stop`)."""
+    airflow = str(Path(sys.executable).parent / "airflow")
+    if commands is None:
+        commands = [[airflow, *component] for component in COMPONENTS]
     output = open(log_path, "ab") if log_path else None  # noqa: SIM115 - owned by the children
-    processes: list[subprocess.Popen[bytes]] = []
-    for command in COMPONENTS:
-        processes.append(
-            subprocess.Popen(
-                [str(Path(sys.executable).parent / "airflow"), *command],
-                env=dict(env),
-                stdout=output,
-                stderr=subprocess.STDOUT if output else None,
-                # The first leads a new process group; the others join it.
-                process_group=processes[0].pid if processes else 0,
-            )
-        )
-    return Components(processes)
+    return Components([list(c) for c in commands], dict(env), output)
 
 
 def stop(process: subprocess.Popen[bytes] | Components, timeout: float = 30.0) -> None:

@@ -75,9 +75,11 @@ class Airflow:
                 raise AssertionError(
                     f"{method} {path} -> {exc.code}: {exc.read().decode()[:500]}"
                 ) from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError):
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
                 if attempt == attempts:
-                    raise
+                    log = self.log.read_text(errors="replace") if self.log.is_file() else ""
+                    said = f"{method} {path}: {exc}; see {self.log}"
+                    raise AssertionError(f"{said}, which ends:\n{log[-3000:]}") from exc
                 time.sleep(5)
         raise AssertionError("unreachable")
 

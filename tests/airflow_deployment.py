@@ -41,6 +41,9 @@ INIT_COMMANDS: tuple[tuple[str, ...], ...] = (
     ),
 )
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+# Each component's service is started again when it ends (`make airflow`: dags.standalone.RESTARTS);
+# airflow-init runs once.
+COMPONENT_RESTART = "unless-stopped"
 # The user the api-server generates a password for (simple auth manager), and its role.
 ADMIN_USER = "admin"
 

@@ -6,6 +6,7 @@ Starting Airflow itself is covered by tests/e2e/test_airflow_e2e.py.
 from __future__ import annotations
 
 import json
+import os
 import stat
 import sys
 from pathlib import Path
@@ -104,3 +105,39 @@ def test_settings_are_merged_into_the_airflow_cfg_airflow_wrote(tmp_path: Path) 
         "database": {"sql_alchemy_conn": "sqlite:////h/airflow.db?timeout=60"},
     }
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_component_that_ends_is_started_again_until_it_keeps_ending(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make airflow` restarts a component that ends (a scheduler that died on a sqlite write)
+    in Airflow's process group, and the others keep running; components that end more than
+    `restarts` times within the window stop Airflow with the last one's exit code."""
+    starts = tmp_path / "starts"
+    crashing = f"open({str(starts)!r}, 'a').write('x'); raise SystemExit(3)"
+    commands = [
+        [sys.executable, "-c", "import time; time.sleep(120)"],
+        [sys.executable, "-c", crashing],
+    ]
+    components = standalone.start({"PATH": "/usr/bin"}, tmp_path / "log", commands=commands)
+    steady = components.processes[0]
+    try:
+        assert components.wait(restarts=2, window=60) == 3
+        assert starts.read_text() == "xxx"  # started, then started again twice
+        assert components.processes[0] is steady and steady.poll() is None
+        assert {os.getpgid(p.pid) for p in components.processes if p.poll() is None} == {
+            components.pid
+        }
+        printed = capsys.readouterr()
+        name = f"{Path(sys.executable).name} -c"
+        assert (
+            printed.out.splitlines()
+            == [f"runoff: {name} exited with code 3: starting it again"] * 2
+        )
+        assert printed.err == (
+            f"runoff: error: {name} exited with code 3; components ended 3 times within 60 s: "
+            "stopping Airflow\n"
+        )
+    finally:
+        standalone.stop(components)
+    assert steady.poll() is not None

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.airflow_deployment import (
+    COMPONENT_RESTART,
     COMPONENTS,
     INIT_COMMANDS,
     POSTGRES_DB,
@@ -85,6 +86,8 @@ def test_compose_runs_one_service_per_component_with_its_command(
     assert airflow == {INIT_SERVICE, *COMPONENT_SERVICES}
     for name, component in COMPONENT_SERVICES.items():
         assert services[name]["command"] == component_command(component), name
+        assert services[name]["restart"] == COMPONENT_RESTART, name
+    assert "restart" not in services[INIT_SERVICE]
 
 
 def test_compose_init_runs_the_init_commands_in_order(services: dict[str, Any]) -> None:
