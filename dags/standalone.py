@@ -291,7 +291,10 @@ class Components:
                 now = time.monotonic()
                 self.ended = [t for t in self.ended if now - t < window] + [now]
                 name = " ".join([Path(self.commands[index][0]).name, *self.commands[index][1:2]])
-                said = f"{name} exited with code {code}"
+                if code < 0:  # ended by a signal: the shell's exit status for it
+                    said, code = f"{name} was ended by {signal.Signals(-code).name}", 128 - code
+                else:
+                    said = f"{name} exited with code {code}"
                 if len(self.ended) > restarts:
                     print(
                         f"runoff: error: {said}; components ended {len(self.ended)} times within "

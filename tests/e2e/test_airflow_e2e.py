@@ -10,7 +10,8 @@ screenshots the DAG's grid page in headless Chromium through the DevTools protoc
 in the `_token` cookie the UI uses). The good run's asset events come from `publish` only, with
 validate's figures as `extra`. Airflow's OpenLineage provider and runoff send their events to one
 OpenLineage receiver on loopback (`OPENLINEAGE_URL`): each runoff run of a step names that
-step's task run as its parent and the DAG run as its root. Last, a landing file with an action
+step's task run as its parent and the DAG run as its root. The scheduler, killed, is started
+again and schedules the runs that follow. Last, a landing file with an action
 outside {Open, Close} fails bronze's critical expectation: the run fails without a retry, emits
 no asset event, leaves the tables as they were, and the failure notifier POSTs one message to a
 fake HTTP receiver on loopback (connection `runoff_notify`, given to Airflow as
@@ -41,6 +42,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psutil
 import pytest
 
 from core.config import RunoffConfig
@@ -239,6 +241,17 @@ def test_airflow_runs_and_shows_runoff_events(airflow: Airflow, tmp_path: Path) 
     )
     assert DAG_ID in text
     assert_not_blank(png)
+
+    # -- a component that ends is started again: the scheduler, killed, schedules what follows -
+    # (the components are dags.standalone's children; Airflow sets their process titles)
+    components = psutil.Process(af.pid).children()
+    [scheduler] = [c for c in components if "scheduler" in " ".join(c.cmdline())]
+    scheduler.kill()
+    restarted = "runoff: airflow scheduler was ended by SIGKILL: starting it again"
+    deadline = time.monotonic() + 30
+    while restarted not in af.log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, af.log.read_text(errors="replace")[-3000:]
+        time.sleep(1)
 
     # -- last: a critical expectation fails; nothing is published, one notification ------------
     # (the bad file stays pending in bronze: the tables no longer match tests/expected.py)
