@@ -29,7 +29,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -63,25 +63,32 @@ class Airflow:
         with urllib.request.urlopen(request, timeout=60) as response:
             return json.loads(response.read() or b"null")
 
-    def run(self) -> dict[str, Any]:
-        """Trigger DAG_ID, wait for it to end; Airflow's own timings of the run and its tasks."""
-        run_id = self.api("POST", f"/dags/{DAG_ID}/dagRuns", {"logical_date": None})["dag_run_id"]
+    def trigger(self, dag_id: str = DAG_ID) -> str:
+        """A run of `dag_id`, triggered now; its id."""
+        run_id: str = self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None})[
+            "dag_run_id"
+        ]
+        return run_id
+
+    def wait(self, run_id: str, dag_id: str = DAG_ID) -> dict[str, Any]:
+        """Wait for the run to succeed; Airflow's own timings of it and its tasks."""
         quoted = urllib.parse.quote(run_id, safe="")
         deadline = time.monotonic() + RUN_TIMEOUT
         while True:
-            run = self.api("GET", f"/dags/{DAG_ID}/dagRuns/{quoted}")
+            run = self.api("GET", f"/dags/{dag_id}/dagRuns/{quoted}")
             if run["state"] in ("success", "failed"):
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{run_id} still {run['state']} after {RUN_TIMEOUT:.0f} s")
             time.sleep(0.5)
         if run["state"] != "success":
-            raise RuntimeError(f"{run_id} failed")
-        tasks = self.api("GET", f"/dags/{DAG_ID}/dagRuns/{quoted}/taskInstances")
-        seconds = _seconds(run["queued_at"], run["end_date"])
+            raise RuntimeError(f"{dag_id} {run_id} failed")
+        tasks = self.api("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances")
         return {
             "run_id": run_id,
-            "seconds": round(seconds, 2),
+            "queued_at": run["queued_at"],
+            "end_date": run["end_date"],
+            "seconds": round(_seconds(run["queued_at"], run["end_date"]), 2),
             "tasks": {
                 t["task_id"]: round(t["duration"], 2)
                 for t in tasks["task_instances"]
@@ -89,12 +96,16 @@ class Airflow:
             },
         }
 
+    def run(self) -> dict[str, Any]:
+        """Trigger DAG_ID, wait for it to end; Airflow's own timings of the run and its tasks."""
+        return self.wait(self.trigger())
+
 
 def _seconds(start: str, end: str) -> float:
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
 
 
-def _environment() -> dict[str, str]:
+def _environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -103,7 +114,7 @@ def _environment() -> dict[str, str]:
     # Only triggered runs: no scheduled ones in between.
     env["AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE"] = "False"
     env["RUNOFF_SPARK_MASTER"] = "local[2]"
-    return env
+    return {**env, **(extra or {})}
 
 
 def _runoff(home: Path, *args: str) -> None:
@@ -117,8 +128,14 @@ def _runoff(home: Path, *args: str) -> None:
 
 
 @contextmanager
-def airflow(home: Path, server: bool) -> Iterator[Airflow]:
-    """`python -m dags.standalone` on a free port; stopped (its process group) at the end."""
+def airflow(
+    home: Path,
+    server: bool,
+    env: Mapping[str, str] | None = None,
+    dag_ids: Sequence[str] = (DAG_ID,),
+) -> Iterator[Airflow]:
+    """`python -m dags.standalone` on a free port (with `env` added to its environment), once
+    `dag_ids` are parsed and unpaused; stopped (its process group) at the end."""
     from dags import standalone
 
     port = standalone.free_port()
@@ -126,7 +143,7 @@ def airflow(home: Path, server: bool) -> Iterator[Airflow]:
     command = [sys.executable, "-m", "dags.standalone", "--home", str(home), "--port", str(port)]
     process = subprocess.Popen(
         [*command, *([] if server else ["--no-server"])],
-        env=_environment(),
+        env=_environment(env),
         cwd=REPO_ROOT,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
@@ -141,11 +158,14 @@ def airflow(home: Path, server: bool) -> Iterator[Airflow]:
         url = f"http://127.0.0.1:{port}"
         password = standalone.admin_password(home / "airflow")
         af = Airflow(url, standalone.api_token(url, password))
-        while DAG_ID not in {d["dag_id"] for d in af.api("GET", "/dags")["dags"]}:
+        while missing := set(dag_ids) - {
+            d["dag_id"] for d in af.api("GET", "/dags?limit=1000")["dags"]
+        }:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{DAG_ID} was not parsed")
+                raise RuntimeError(f"{sorted(missing)} not parsed")
             time.sleep(1)
-        af.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": False})
+        for dag_id in dag_ids:
+            af.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
         yield af
     finally:
         if process.poll() is None:

@@ -36,11 +36,11 @@ WORK = Path(__file__).resolve().parent / "work" / "several_datasets"
 SPECS = Path(__file__).resolve().parent.parent / "jobs" / "datasets"
 
 
-def declare(folder: Path) -> None:
+def declare(folder: Path, feeds: tuple[str, ...] = FEEDS) -> None:
     """The `events` spec as each feed: its own name, landing folder and silver tables."""
     events = yaml.safe_load((SPECS / "events.yaml").read_text())
     folder.mkdir(parents=True)
-    for feed in FEEDS:
+    for feed in feeds:
         spec = yaml.safe_load(yaml.safe_dump(events))
         spec["name"] = feed
         spec["source"]["path"] = f"landing/{feed}"
@@ -55,9 +55,9 @@ class Feeds:
     """The feeds' landing folders under `home`: each `land` writes one `ROWS`-record file per
     feed named, each an hour of events later than the last, and counts what landed."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, feeds: tuple[str, ...] = FEEDS) -> None:
         self.home = home
-        self.landed = dict.fromkeys(FEEDS, 0)
+        self.landed = dict.fromkeys(feeds, 0)
         self.hour = 0
 
     def land(self, feeds: tuple[str, ...]) -> None:

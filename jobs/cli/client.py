@@ -221,15 +221,21 @@ def run_remote(
                     stderr.flush()
                 elif "exit" in frame:
                     return int(frame["exit"])
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ConnectionError):  # a second signal; a reset connection
         pass
     finally:
         sock.close()
-    # The server went away without an exit code, or a second signal gave up waiting.
+    # The server went away without an exit code (killed, or out of memory: its log says), or a
+    # second signal gave up waiting.
     if forwarder.signals:
         signum = forwarder.signals[-1]
         name = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
         print(f"runoff: {name}; the server stops the command", file=stderr)
         return 128 + signum
-    print(f"runoff: error: the runoff server at {server} closed the connection", file=stderr)
+    print(
+        f"runoff: error: the runoff server at {server} closed the connection before the command "
+        "ended (its log says why): run the command again; what it committed is kept, and it "
+        "resumes from its checkpoint",
+        file=stderr,
+    )
     return 1

@@ -8,6 +8,7 @@ tests/expected.py.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -49,7 +50,7 @@ class Server:
     socket: Path
     process: subprocess.Popen[bytes]
     log: Path
-    tcp: str  # its TCP address, tcp://127.0.0.1:PORT (`--listen`)
+    tcp: str  # its TCP address, tcp://127.0.0.1:PORT (`--listen`), or ""
 
     def env(self, server: str | None = None, secret: str | None = None) -> dict[str, str]:
         """A client's environment: the Unix socket, or `server` (with `secret`, if any)."""
@@ -84,20 +85,25 @@ class Server:
         )
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    root = tmp_path_factory.mktemp("server")
+@contextlib.contextmanager
+def serving(root: Path, secret: str | None = None) -> Iterator[Server]:
+    """`runoff serve` on a Unix socket in `root` (with `secret`: also on a free TCP port of
+    loopback), a real process in a process group of its own, with a 1 GiB driver; killed with its
+    group at the end if it still runs."""
     socket_path = root / "runoff.sock"
     log = root / "serve.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNOFF_")}
     env.update({"PYTHONPATH": str(REPO_ROOT), "RUNOFF_SPARK_MASTER": "local[2]"})
     env["RUNOFF_SPARK_CONF"] = DRIVER_MEMORY
-    env["RUNOFF_SERVER_SECRET"] = SECRET
-    with socket.socket() as probe:  # a free port on loopback
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     argv = ["--home", str(root / "home"), "serve", "--socket", str(socket_path)]
-    argv += ["--listen", f"127.0.0.1:{port}"]
+    tcp = ""
+    if secret is not None:
+        env["RUNOFF_SERVER_SECRET"] = secret
+        with socket.socket() as probe:  # a free port on loopback
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        argv += ["--listen", f"127.0.0.1:{port}"]
+        tcp = f"tcp://127.0.0.1:{port}"
     process = subprocess.Popen(
         [sys.executable, "-m", "jobs.cli", *argv],
         cwd=REPO_ROOT,
@@ -112,16 +118,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             assert process.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.5)
-        yield Server(socket_path, process, log, f"tcp://127.0.0.1:{port}")
-        # SIGTERM stops it: Spark stopped, socket removed, exit 0.
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == 0, log.read_text()[-3000:]
-        assert not socket_path.exists()
-        assert log.read_text().rstrip().endswith("runoff: server stopped")
+        yield Server(socket_path, process, log, tcp)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with serving(tmp_path_factory.mktemp("server"), SECRET) as served:
+        yield served
+        # SIGTERM stops it: Spark stopped, socket removed, exit 0.
+        served.process.send_signal(signal.SIGTERM)
+        assert served.process.wait(timeout=120) == 0, served.log.read_text()[-3000:]
+        assert not served.socket.exists()
+        assert served.log.read_text().rstrip().endswith("runoff: server stopped")
 
 
 def test_a_pipeline_through_the_server_holds_exactly_the_landed_rows(

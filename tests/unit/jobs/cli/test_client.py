@@ -139,7 +139,9 @@ def test_a_server_gone_without_an_exit_code_is_a_failed_run(tmp_path: Path) -> N
         thread.join()
     assert code == 1
     assert err.getvalue() == (
-        f"runoff: error: the runoff server at {tmp_path / 's.sock'} closed the connection\n"
+        f"runoff: error: the runoff server at {tmp_path / 's.sock'} closed the connection before "
+        "the command ended (its log says why): run the command again; what it committed is kept, "
+        "and it resumes from its checkpoint\n"
     )
 
 
