@@ -106,6 +106,10 @@ DEFAULT_ARGS: dict[str, Any] = {
     # Every step is a Spark application or a `runoff` process of its own (validate, reset): the
     # pool bounds how many run at once.
     "pool": SPARK_POOL,
+    # A free slot goes to the step furthest along its run (its priority is the sum of its
+    # upstream steps'): runs that started finish first, instead of every queued run's bronze
+    # before any silver (benchmarks/bench_airflow_datasets.py).
+    "weight_rule": "upstream",
     "on_failure_callback": runoff_notifier(),
 }
 

@@ -169,6 +169,8 @@ def assert_dataset_dag_policies(
         assert task.env_vars["PATH"].split(":")[0] == str(Path(sys.executable).parent)
     assert dag.get_task("route").pool == "default_pool"
     assert dag.get_task("publish").pool == "default_pool"
+    # A free slot goes to the step furthest along its run (the sum of its upstream weights).
+    assert {task.weight_rule for task in dag.tasks} == {"upstream"}
     assert type(dag.get_task("publish").on_failure_callback[0]).__name__ == (
         "RunoffFailureNotifier"
     )
