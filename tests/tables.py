@@ -7,13 +7,16 @@ catalog of the given configuration (its spec folders); expected contents never d
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
 from delta_tables.catalog import Catalog
+
+if TYPE_CHECKING:
+    from tests.expected import LandingFile
 
 # Set per ingestion: a re-run (backfill) writes the same data with new values here.
 INGESTION_COLUMNS = ("_ingested_at", "_batch_id")
@@ -40,15 +43,20 @@ def snapshot_tables(config: RunoffConfig, dataset: str) -> dict[str, list[tuple[
 
 
 def assert_silver_matches_expected(
-    config: RunoffConfig, dataset: str, landing: Path | None = None
+    config: RunoffConfig,
+    dataset: str,
+    landing: Path | None = None,
+    files: list[LandingFile] | None = None,
 ) -> None:
     """Every silver table of a seed dataset equals tests/expected.py over the landing files
-    (those below `landing`, else below the dataset's landing folder), row for row; the catalog
-    declares exactly the tables tests/expected.py computes."""
+    (`files`, read when they landed: bronze archives ingested files out of the landing folder;
+    else those below `landing`, else below the dataset's landing folder), row for row; the
+    catalog declares exactly the tables tests/expected.py computes."""
     from tests import expected
 
     catalog = Catalog.load(config)
-    files = expected.read_landing(dataset, landing or catalog.landing_dir(dataset))
+    if files is None:
+        files = expected.read_landing(dataset, landing or catalog.landing_dir(dataset))
     want = expected.silver(dataset, expected.valid_records(files))
     silver = catalog.tables(dataset).silver
     assert [t.name for t in silver] == list(expected.SILVER_TABLES[dataset])

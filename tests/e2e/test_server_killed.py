@@ -14,20 +14,13 @@ from typing import Any
 import pytest
 
 from core.config import RunoffConfig
-from delta_tables.arrow import read_arrow
 from delta_tables.ledger import read_runs
-from tests import expected
-from tests.e2e.test_faults import row_key
+from tests.e2e.test_faults import cli
 from tests.e2e.test_server import RUN_TIMEOUT, serving
 from tests.spark.jobs.bronze.test_job import assert_tables_hold_exactly, land
+from tests.tables import assert_silver_matches_expected
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.spark]
-
-
-def cli(home: Path, *args: str) -> int:
-    from jobs.cli.main import main
-
-    return main(["--home", str(home), *args])
 
 
 def test_a_server_killed_with_commands_in_flight_leaves_each_dataset_to_resume_once(
@@ -62,13 +55,7 @@ def test_a_server_killed_with_commands_in_flight_leaves_each_dataset_to_resume_o
         assert cli(config.home, "bronze", "events") == 0
         assert cli(config.home, "silver", "events") == 0
         assert_tables_hold_exactly(config, "events", landed[name])
-        # (the files of committed batches are archived by now: the oracle reads what was landed)
-        want = expected.silver("events", expected.valid_records(landed[name]))
-        for table, rows in want.items():
-            got = read_arrow(str(config.silver_path(table))).to_pylist()
-            assert sorted(expected.naive_utc(got), key=row_key) == sorted(
-                expected.naive_utc(rows), key=row_key
-            ), table
+        assert_silver_matches_expected(config, "events", files=landed[name])
         assert [(r["layer"], r["status"]) for r in read_runs(config.runs_path)] == [
             ("bronze", "success"),
             ("silver", "success"),

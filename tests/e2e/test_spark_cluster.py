@@ -47,7 +47,7 @@ from tests import expected
 from tests.conftest import REPO_ROOT
 from tests.spark.jobs.bronze.test_job import assert_tables_hold_exactly
 from tests.spark_cluster import EXECUTOR_CLASS, SparkCluster, spark_cluster, stop_process_tree
-from tests.tables import read_table
+from tests.tables import assert_silver_matches_expected
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -158,18 +158,8 @@ class Pipeline:
         """bronze and quarantine hold each landed line once; each silver table is, row for row,
         the aggregate of every valid line landed (read when landed: bronze archives ingested
         files out of the landing folder)."""
-        config = self.config
-        assert_tables_hold_exactly(config, DATASET, self.files)
-        want = expected.silver(DATASET, expected.valid_records(self.files))
-        assert sorted(want) == sorted(expected.SILVER_TABLES[DATASET])
-        for table, rows in want.items():
-            got = expected.naive_utc(read_table(Path(str(config.silver_path(table)))).to_pylist())
-            assert len(got) == len(rows), (table, len(got), len(rows))
-            assert sorted(got, key=row_key) == sorted(expected.naive_utc(rows), key=row_key), table
-
-
-def row_key(row: dict[str, Any]) -> str:
-    return repr(sorted(row.items()))
+        assert_tables_hold_exactly(self.config, DATASET, self.files)
+        assert_silver_matches_expected(self.config, DATASET, files=self.files)
 
 
 @dataclass
