@@ -65,10 +65,8 @@ class Airflow:
 
     def trigger(self, dag_id: str = DAG_ID) -> str:
         """A run of `dag_id`, triggered now; its id."""
-        run_id: str = self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None})[
-            "dag_run_id"
-        ]
-        return run_id
+        run = self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None})
+        return str(run["dag_run_id"])
 
     def wait(self, run_id: str, dag_id: str = DAG_ID) -> dict[str, Any]:
         """Wait for the run to succeed; Airflow's own timings of it and its tasks."""

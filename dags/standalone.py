@@ -251,12 +251,13 @@ RESTART_WINDOW = 600.0
 
 @dataclass
 class Components:
-    """Airflow's running components, one process group (`pid`: its id, the first one's pid)."""
+    """Airflow's running components, one process group (`pid`: its id)."""
 
     commands: list[list[str]]
     env: dict[str, str]
     output: IO[bytes] | None
     processes: list[subprocess.Popen[bytes]] = field(init=False)
+    group: int = field(init=False)  # the process group: the first component's pid
     ended: list[float] = field(default_factory=list)  # when components ended (monotonic)
 
     def __post_init__(self) -> None:
