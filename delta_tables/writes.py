@@ -47,6 +47,13 @@ def table_version(path: str | Location) -> int:
     return int(DeltaTable(str(path)).version())
 
 
+def table_columns(path: str | Location) -> list[str]:
+    """The column names of the table's current schema, in order."""
+    from deltalake import DeltaTable
+
+    return [field.name for field in DeltaTable(str(path)).schema().fields]
+
+
 def committed_version(path: str | Location, app_id: str) -> int | None:
     """The last `txnVersion` that `app_id` committed to the table; None if none (or no table)."""
     from deltalake import DeltaTable

@@ -65,7 +65,7 @@ from core.locking import checkpoint_lock
 from core.specs import SEED_DIR
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.ledger import RunRecord, recorded_run
-from delta_tables.writes import already_committed, append, table_version
+from delta_tables.writes import already_committed, append, table_columns, table_version
 from jobs.bronze.long_lines import READER_OPTIONS, lines_read, with_long_lines
 from jobs.bronze.parse import (
     LineCounts,
@@ -515,11 +515,11 @@ def run_bronze(
             spark = get_spark(app_name=f"runoff-bronze-{name}", config=config)
         ensure_resolves(spark, catalog, name)
         dataset = load_dataset(catalog, name)
-        ensure_table(spark, bronze, dataset.full_bronze_schema)
-        ensure_table(spark, quarantine)
+        ensure_table(bronze, dataset.full_bronze_schema)
+        ensure_table(quarantine)
         batches = BronzeBatch(catalog, dataset, checkpoint, progress)
         # Fields declared since the table was created: the next append adds them.
-        batches.table_columns = spark.read.format("delta").load(str(bronze.path)).columns
+        batches.table_columns = table_columns(bronze.path)
         batches.widen = [
             c for c in dataset.full_bronze_schema.fieldNames() if c not in batches.table_columns
         ]
