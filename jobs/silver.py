@@ -74,6 +74,7 @@ from delta_tables.writes import (
     is_delta_table,
     merge,
     session_conf,
+    table_columns,
     table_version,
 )
 from jobs.checkpoints.files import read_query_id
@@ -206,7 +207,7 @@ def merge_batch(
     if already_committed(path, app_id, batch_id):
         seconds = time.perf_counter() - started
         return MergeOutcome(0, 0, 0, seconds, False, table_version(path), replayed=True)
-    columns = spark_columns(batch.sparkSession, path)
+    columns = table_columns(path)
     if sorted(columns) != sorted(batch.columns):
         raise RunoffError(
             f"silver table {path} has columns [{', '.join(columns)}] but "
@@ -244,12 +245,6 @@ def merge_batch(
         version=table_version(path),
         newest=window_range[1].replace(tzinfo=UTC) if window_range else None,
     )
-
-
-def spark_columns(spark: SparkSession, path: Location) -> list[str]:
-    from delta.tables import DeltaTable
-
-    return list(DeltaTable.forPath(spark, str(path)).toDF().columns)
 
 
 class BatchWriter:
