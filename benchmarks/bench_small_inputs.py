@@ -8,7 +8,7 @@ setting, fed the same landing files; the homes take turns going first:
   silver in each home, then `HOURS` hourly backfills of that day run in each. Timed: each;
 - small increments: `INCREMENTS` times, one `events` file of `SMALL_ROWS` records lands in each
   home and `runoff bronze` runs there (`run_bronze`). Timed: each bronze run, which parses as
-  the backfill does (bronze keeps generated code: see `jobs/spark.py`);
+  the backfill does (both apply the rule: see `jobs/spark.py`);
 - a larger input: one file of `LARGE_ROWS` records (15 times `SMALL_INPUT_BYTES`) through bronze
   in a fresh pair of homes, where generated projections must win (target: above 1), which is why
   the rule interprets small inputs only.

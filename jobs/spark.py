@@ -168,8 +168,10 @@ INTERPRETED_PROJECTIONS = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 # backfills of a 400-line day: medians 6.5 s and 6.8 s instead of 7.2 s and 8.5 s, two runs of
 # `benchmarks/bench_small_inputs.py`); over 110,000 lines (3.8 MiB) they took 1.5-1.8x as long.
 # So the backfill interprets an input of at most this many files and bytes, well below where the
-# two kinds cost the same. Bronze keeps generated code: over a 200-line increment interpreted
-# projections took 0.81x and 0.94x the time in the same runs, within the runs' spread.
+# two kinds cost the same, and so does a bronze batch: over a 200-line increment interpreted
+# projections took 0.94x and 0.97x the time (two runs), and in one warm driver a bronze run of
+# such an increment cost 2.34 s of CPU (the driver's and the client's, median of 6) instead of
+# 2.62 s. Over 110,000 lines they took 1.5-1.7x as long.
 SMALL_INPUT_FILES = 64
 SMALL_INPUT_BYTES = 256 << 10
 

@@ -65,7 +65,13 @@ from core.locking import checkpoint_lock
 from core.specs import SEED_DIR
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.ledger import RunRecord, recorded_run
-from delta_tables.writes import already_committed, append, table_columns, table_version
+from delta_tables.writes import (
+    already_committed,
+    append,
+    session_conf,
+    table_columns,
+    table_version,
+)
 from jobs.bronze.long_lines import READER_OPTIONS, lines_read, with_long_lines
 from jobs.bronze.parse import (
     LineCounts,
@@ -86,6 +92,7 @@ from jobs.checkpoints.landing_changes import (
     record_states,
     report_lines,
 )
+from jobs.spark import projections_for
 from jobs.streaming.dataset import Dataset, load_dataset
 from jobs.streaming.query import (
     BatchFunction,
@@ -339,6 +346,23 @@ class BronzeBatch:
                 BatchProgress(batch_id, files or 0, 0, 0, 0, elapsed(started), replayed=True)
             )
             return
+        # A small batch's lines are parsed in interpreted projections (`projections_for`).
+        small = {} if listed is None else projections_for([as_location(f) for f in listed])
+        with session_conf(batch.sparkSession, small):
+            self._ingest(batch, batch_id, started, listed, (bronze_done, quarantine_done))
+
+    def _ingest(
+        self,
+        batch: DataFrame,
+        batch_id: int,
+        started: float,
+        listed: list[str] | None,
+        done: tuple[bool, bool],
+    ) -> None:
+        """Parse, check and write a batch that one table or both do not hold yet."""
+        current = self.progress.current
+        files = None if listed is None else len(listed)
+        bronze_done, quarantine_done = done
         ingested_at = datetime.now(UTC)
         rules = [rule.name for rule in self.dataset.rules]
         parsed = parse_lines(batch, self.dataset).persist()
