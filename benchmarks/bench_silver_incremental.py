@@ -159,7 +159,7 @@ def main() -> dict[str, Any]:
     spark = get_spark(app_name="runoff-bench-silver", config=config)
     dataset = load_dataset(catalog, DATASET)
     schema = to_arrow_schema(dataset.full_bronze_schema, timezone="UTC")
-    ensure_table(catalog.tables(DATASET).bronze, dataset.full_bronze_schema)
+    ensure_table(spark, catalog.tables(DATASET).bronze, dataset.full_bronze_schema)
     tables = [agg.table for agg in dataset.aggregates]
     counts_table = "sensors_device_counts"
     per_increment: list[dict[str, Any]] = []

@@ -102,7 +102,7 @@ def serve_writes(home: Path) -> None:
     try:
         catalog = Catalog.load(config)
         schema = load_dataset(catalog, "events").full_bronze_schema
-        ensure_table(catalog.tables("events").bronze, schema)
+        ensure_table(spark, catalog.tables("events").bronze, schema)
         print("ready", file=answers, flush=True)
         for line in sys.stdin:
             first, count = (int(x) for x in line.split())

@@ -11,8 +11,8 @@ paths, checkpoints, keys, partitioning and properties:
   builds it kept as a table property (`delta_tables.definitions`);
 - the run ledger `runs` at `delta/ops/runs`.
 Everything else asks this module; nothing here imports pyspark at module level (DAG files use it).
-`ensure_table(table)` creates a missing table through delta-rs (idempotent, safe against a
-concurrent creator).
+`ensure_table(spark, table)` creates a missing table through delta-spark
+(`DeltaTable.createIfNotExists`: idempotent, safe against a concurrent creator).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from delta_tables import definitions
 from delta_tables.writes import is_delta_table
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
 Layer = Literal["bronze", "quarantine", "silver", "ops"]
@@ -258,38 +259,27 @@ class Catalog:
         )
 
 
-def ensure_table(table: Table, schema: StructType | None = None) -> bool:
+def ensure_table(spark: SparkSession, table: Table, schema: StructType | None = None) -> bool:
     """Create the table if it is missing (its schema: `table.schema`, else `schema`); True when
-    this call created it. Every column is nullable, as delta-spark makes them anyway.
-
-    Through delta-rs: the same protocol and metadata as delta-spark's `createIfNotExists`, in
-    milliseconds instead of a Spark job's 0.3 s (2 s in a new driver). Without retries, a
-    concurrent creator's version 0 fails this commit instead of being replaced by a version 1
-    (which would give the table a new id, and break the streams that read it)."""
-    from deltalake import CommitProperties, DeltaTable
-    from deltalake import Schema as DeltaSchema
-    from deltalake.exceptions import DeltaError
+    this call created it. Every column is nullable, as delta-spark makes them anyway."""
+    from delta.tables import DeltaTable
     from pyspark.sql.types import StructField, StructType
 
     struct = table.schema or schema
     if struct is None or table.exists:
         return False
-    nullable = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in struct])
-    try:
-        DeltaTable.create(
-            str(table.path),
-            DeltaSchema.from_json(nullable.json()),
-            partition_by=list(table.partition_by) or None,
-            mode="error",
-            description=table.description or None,
-            configuration=dict(table.properties),
-            raise_if_key_not_exists=False,  # runoff's own properties (`definitions.PROPERTY`)
-            commit_properties=CommitProperties(max_commit_retries=0),
-        )
-    except DeltaError:
-        if not table.exists:
-            raise
-        return False  # another creator's version 0 came first
+    builder = (
+        DeltaTable.createIfNotExists(spark)
+        .location(str(table.path))
+        .addColumns(StructType([StructField(f.name, f.dataType, True) for f in struct.fields]))
+    )
+    if table.partition_by:
+        builder = builder.partitionedBy(*table.partition_by)
+    if table.description:
+        builder = builder.comment(table.description)
+    for key, value in table.properties.items():
+        builder = builder.property(key, value)
+    builder.execute()
     return True
 
 

@@ -404,7 +404,7 @@ def start_query(
     bronze = catalog.tables(run.aggregate.dataset).bronze.path
     aggregated = run.aggregate.transform(bronze_stream(spark, bronze, options), watermark)
     # The empty table exists (for readers) before any window closes.
-    ensure_table(catalog.silver_table(run.table), schema=aggregated.schema)
+    ensure_table(spark, catalog.silver_table(run.table), schema=aggregated.schema)
     return (
         aggregated.writeStream.queryName(f"silver_{run.table}")
         .outputMode(run.aggregate.output_mode)

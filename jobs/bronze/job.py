@@ -539,8 +539,8 @@ def run_bronze(
             spark = get_spark(app_name=f"runoff-bronze-{name}", config=config)
         ensure_resolves(spark, catalog, name)
         dataset = load_dataset(catalog, name)
-        ensure_table(bronze, dataset.full_bronze_schema)
-        ensure_table(quarantine)
+        ensure_table(spark, bronze, dataset.full_bronze_schema)
+        ensure_table(spark, quarantine)
         batches = BronzeBatch(catalog, dataset, checkpoint, progress)
         # Fields declared since the table was created: the next append adds them.
         batches.table_columns = table_columns(bronze.path)

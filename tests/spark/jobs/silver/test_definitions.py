@@ -216,7 +216,7 @@ def test_a_table_made_before_definitions_were_kept_adopts_the_spec_once(
     spec = next(s for s in Catalog.load(config).spec("events").silver if s.table == table.name)
     older = replace(table, properties={})  # as runoff created tables before
     schema = "window_start TIMESTAMP, window_end TIMESTAMP, action STRING, count BIGINT"
-    ensure_table(older, schema=spark.createDataFrame([], schema).schema)
+    ensure_table(spark, older, schema=spark.createDataFrame([], schema).schema)
     assert definitions.stored(table) is None
 
     assert definitions.adopt(spark, [table], Catalog.load(config).spec("events")) == [table.name]

@@ -58,8 +58,8 @@ def create(spark: SparkSession, path: Path, schema: StructType, interval: int = 
         path=path,
         properties={"delta.checkpointInterval": str(interval)},
     )
-    assert ensure_table(table, schema)
-    assert not ensure_table(table, schema)  # it exists now: nothing to do
+    assert ensure_table(spark, table, schema)
+    assert not ensure_table(spark, table, schema)  # it exists now: nothing to do
 
 
 def hourly(spark: SparkSession, rows: list[tuple[int, str, int]]) -> DataFrame:
