@@ -5,10 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from upath import UPath
 
 from core.errors import ConfigError
 from jobs.cli.main import main
-from jobs.spark import JARS_DIR, delta_jars, get_spark
+from jobs.spark import (
+    INTERPRETED_PROJECTIONS,
+    JARS_DIR,
+    SMALL_INPUT_BYTES,
+    SMALL_INPUT_FILES,
+    delta_jars,
+    get_spark,
+    projections_for,
+)
 
 MISSING = (
     r"delta-spark's jars are missing from {folder}: run `make install` \(it fetches them from "
@@ -117,3 +126,26 @@ def test_a_local_drivers_endpoints_listen_on_loopback_only(
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     config = RunoffConfig.from_sources(home=tmp_path, spark_master=master, env={})
     assert driver_address_conf(config) == conf
+
+
+def test_small_inputs_get_interpreted_projections_and_larger_ones_spark_s_default(
+    tmp_path: Path,
+) -> None:
+    """At most SMALL_INPUT_FILES files of SMALL_INPUT_BYTES together: interpreted; one byte or one
+    file more: no setting. A file gone since it was listed counts for nothing."""
+
+    def files(sizes: list[int]) -> list[UPath]:
+        made = []
+        for i, size in enumerate(sizes):
+            (path := tmp_path / f"{len(sizes)}-{sum(sizes)}-{i}.json").write_bytes(b"x" * size)
+            made.append(UPath(path))
+        return made
+
+    half = SMALL_INPUT_BYTES // 2
+    assert projections_for([]) == INTERPRETED_PROJECTIONS
+    assert projections_for(files([half, half])) == INTERPRETED_PROJECTIONS
+    assert projections_for(files([half, half + 1])) == {}
+    assert projections_for(files([1] * SMALL_INPUT_FILES)) == INTERPRETED_PROJECTIONS
+    assert projections_for(files([1] * (SMALL_INPUT_FILES + 1))) == {}
+    gone = UPath(tmp_path / "gone.json")
+    assert projections_for([gone, *files([SMALL_INPUT_BYTES])]) == INTERPRETED_PROJECTIONS
