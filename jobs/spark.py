@@ -170,7 +170,7 @@ INTERPRETED_PROJECTIONS = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 # So the backfill interprets an input of at most this many files and bytes, well below where the
 # two kinds cost the same, and so does a bronze batch: over a 200-line increment interpreted
 # projections took 0.94x and 0.97x the time (two runs), and in one warm driver a bronze run of
-# such an increment cost 2.34 s of CPU (the driver's and the client's, median of 6) instead of
+# such an increment cost 2.34 s of CPU (the driver JVM's and Python's, median of 6) instead of
 # 2.62 s. Over 110,000 lines they took 1.5-1.7x as long.
 SMALL_INPUT_FILES = 64
 SMALL_INPUT_BYTES = 256 << 10
