@@ -45,7 +45,7 @@ JVM_PARTS: list[tuple[str, str]] = [
     ("class loading", "java.lang.ClassLoader.loadClass"),
 ]
 # frames of the code generator itself, skipped when naming who asked for code
-GENERATOR_WORDS = ("codegen", "codegenerator", "projection", "lambda", "adapted", "evaluator")
+GENERATOR_WORDS = ("codegen", "projection", "lambda", "adapted", "evaluator")
 
 STAGES: list[tuple[str, str, str]] = [
     ("bronze batch", "jobs.bronze.job", "BronzeBatch.__call__"),

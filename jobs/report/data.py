@@ -23,6 +23,7 @@ from core.config import Location, RunoffConfig
 from core.specs import HISTORY, SilverSpec, interval_seconds
 from delta_tables.catalog import Catalog
 from delta_tables.ledger import RUNS_SCHEMA, read_runs
+from delta_tables.writes import table_columns
 
 MAX_LINES = 8  # key combinations drawn per line chart (the largest totals)
 LAST_RUNS_SHOWN = 15  # runs, and validate runs, listed on the page (with their Data Docs pages)
@@ -420,11 +421,9 @@ def table_info(name: str, path: Location) -> TableInfo:
 
 def read_silver(path: Location, spec: SilverSpec) -> pd.DataFrame | None:
     """The columns of `silver_columns(spec)` the table has; None when there is no table."""
-    from deltalake import DeltaTable
-
     if not _is_delta(path):
         return None
-    names = {f.name for f in DeltaTable(str(path)).schema().fields}
+    names = set(table_columns(path))
     columns = [c for c in silver_columns(spec) if c in names]
     return read_delta(path, columns) if columns else pd.DataFrame()
 
