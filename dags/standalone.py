@@ -25,6 +25,7 @@ is `RUNOFF_SPARK_MASTER` (default `local[*]`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -327,21 +328,27 @@ def start(
     return Components([list(c) for c in commands], dict(env), output)
 
 
-def stop(process: subprocess.Popen[bytes] | Components, timeout: float = 30.0) -> None:
-    """Terminate the process group of `process` (a process, or the components), then kill."""
-    members = process.processes if isinstance(process, Components) else [process]
-    if all(p.poll() is not None for p in members):
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        for member in members:
-            member.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        for member in members:
-            member.wait(timeout=timeout)
-    except ProcessLookupError:
-        pass
+def stop(*groups: subprocess.Popen[bytes] | Components, timeout: float = 30.0) -> None:
+    """Terminate the process groups led by `groups` (processes, or the components) together,
+    then kill those still running `timeout` seconds later: the groups stop side by side, so
+    stopping them all takes as long as the slowest."""
+    running = [g for g in groups if not all(p.poll() is not None for p in _members(g))]
+    for group in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for group in running:
+        for member in _members(group):
+            try:
+                member.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group.pid, signal.SIGKILL)
+                member.wait(timeout=timeout)
+
+
+def _members(group: subprocess.Popen[bytes] | Components) -> list[subprocess.Popen[bytes]]:
+    return group.processes if isinstance(group, Components) else [group]
 
 
 def server_socket(home: Path) -> Path:
@@ -453,10 +460,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        stop(process)
+        stop(process, *([server] if server is not None else []))
         pid_file.unlink(missing_ok=True)
         if server is not None:
-            stop(server)
             (airflow_home / SERVER_PID_FILE).unlink(missing_ok=True)
 
 
