@@ -317,9 +317,10 @@ def bronze_table(home: Path) -> dict[str, int]:
     from deltalake import DeltaTable
 
     from core.config import RunoffConfig
+    from delta_tables.arrow import read_arrow
 
     table = DeltaTable(str(RunoffConfig.from_sources(home=home, env={}).bronze_path(DATASET)))
-    times = table.to_pyarrow_dataset().to_table(columns=["time"]).column("time")
+    times = read_arrow(table, ["time"]).column("time")
     return {
         "rows": len(times),
         "time_sum": int(pc.sum(times).as_py() or 0),
