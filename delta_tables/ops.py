@@ -9,15 +9,22 @@ with its own and then removes their files, one flush at a time (a lock in `_pend
 between that commit and the removal cannot duplicate a row: parked rows whose key the table
 already holds are left out of the next commit and of `read_rows`, which returns the table's
 rows and the parked ones.
+
+A command of several steps (`runoff run`: bronze, silver, validate) records them inside
+`one_commit_per_table()`: each step parks its rows, and the block commits each table's rows in
+one append as it ends, instead of one append per step and table.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,7 +35,16 @@ from core.locking import blocking_lock, local_lock_file
 from delta_tables.arrow import equals, read_arrow
 from delta_tables.writes import is_delta_table
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
 PENDING = "_pending"
+
+# The tables whose rows this thread parks until its `one_commit_per_table` block ends.
+_Table = tuple[Location, pa.Schema, tuple[str, ...]]
+_held_back: ContextVar[dict[str, _Table] | None] = ContextVar("ops_held_back", default=None)
 
 
 def _pending_files(path: Location) -> list[Location]:
@@ -72,19 +88,53 @@ def append_rows(path: Location, rows: pa.Table, key: Sequence[str]) -> None:
     """Append `rows` (unique by `key`) to the table at `path`: see the module doc."""
     from pyspark.sql import SparkSession
 
+    held_back = _held_back.get()
     spark = SparkSession.getActiveSession()
-    if spark is None:
+    if spark is None or held_back is not None:
         park(path, rows)
+        if held_back is not None:
+            held_back.setdefault(str(path), (path, rows.schema, tuple(key)))
         return
+    _commit(spark, path, rows, key)
+
+
+@contextmanager
+def one_commit_per_table() -> Iterator[None]:
+    """Inside the block, `append_rows` of this thread parks its rows; as the block ends (an
+    error too), each table's parked rows are committed in one append through the active
+    session. If that fails, or the process dies first, they stay parked (readers see them) for
+    the next append to commit."""
+    from pyspark.sql import SparkSession
+
+    tables: dict[str, _Table] = {}
+    token = _held_back.set(tables)
+    try:
+        yield
+    finally:
+        _held_back.reset(token)
+        spark = SparkSession.getActiveSession()
+        for path, schema, key in tables.values():
+            if spark is None:
+                break
+            try:
+                _commit(spark, path, schema.empty_table(), key)
+            except Exception as exc:  # noqa: BLE001 - the rows stay parked
+                logger.warning("parked rows of %s stay parked: %s", path, exc)
+
+
+def _commit(spark: SparkSession, path: Location, rows: pa.Table, key: Sequence[str]) -> None:
+    """Commit the parked rows and `rows` in one append, then remove the parked files."""
     with _flush_lock(path):
         files = _pending_files(path)
         data = pa.concat_tables([_read_pending(files, rows.schema), rows])
-        frame = spark.createDataFrame(data)
         if files and is_delta_table(path):
-            held = spark.read.format("delta").load(str(path)).select(*key)
-            frame = frame.join(held, list(key), "left_anti").select(*rows.schema.names)
-        # Columns added to the schema since the table was created are added to the table.
-        frame.write.format("delta").mode("append").option("mergeSchema", "true").save(str(path))
+            held = _read_committed(path, rows.schema, list(key), [])
+            data = data.join(held, list(key), join_type="left anti").select(rows.schema.names)
+        if data.num_rows:
+            frame = spark.createDataFrame(data)
+            # Columns added to the schema since the table was created are added to the table.
+            writer = frame.write.format("delta").mode("append").option("mergeSchema", "true")
+            writer.save(str(path))
         for file in files:
             file.unlink(missing_ok=True)
 

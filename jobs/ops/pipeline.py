@@ -3,8 +3,9 @@
 Input: the dataset's landing files and checkpoints. Output: what the three commands produce on
 their own: bronze and quarantine rows for the new landing files (`jobs.bronze.job.run_bronze`),
 the silver aggregates brought up to date (`jobs.silver.run_silver`), then Great Expectations on
-every table the run changed (`quality.runner.validate_dataset`). Each step appends its own ledger
-row.
+every table the run changed (`quality.runner.validate_dataset`). Each step records its own ledger
+row; the steps' ledger, results and metrics rows are committed once per table as the run ends
+(`delta_tables.ops.one_commit_per_table`).
 A silver table built by another definition than its spec's stops the run before bronze
 (`delta_tables.definitions`, exit 2).
 Trigger: the streaming steps run with `availableNow` and stop when caught up. A step that fails
@@ -40,6 +41,7 @@ from core.errors import ConfigError
 from delta_tables import definitions
 from delta_tables.catalog import Catalog
 from delta_tables.ledger import RunRecord
+from delta_tables.ops import one_commit_per_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,9 +74,11 @@ def run_pipeline(
     # unless silver applies the change itself (measures added).
     catalog = Catalog.load(config)
     definitions.refuse_changed(catalog.tables(dataset).silver, catalog.spec(dataset), applied=True)
-    bronze = run_bronze(spark, config, dataset, BronzeOptions())  # prints its own summary
-    silver = run_silver(spark, config, dataset, report=report)
-    validation = validate_dataset(config, dataset)
+    # The steps' ledger, results and metrics rows: one commit per table as the run ends.
+    with one_commit_per_table():
+        bronze = run_bronze(spark, config, dataset, BronzeOptions())  # prints its own summary
+        silver = run_silver(spark, config, dataset, report=report)
+        validation = validate_dataset(config, dataset)
     render_summary(validation)
     seconds = time.perf_counter() - started
     report(

@@ -4,7 +4,8 @@ Without Spark (`park`, or `append_rows` in a child process that never starts Spa
 parked as Arrow IPC files under `<table>/_pending/`; with the shared SparkSession, `append_rows`
 commits the parked rows with its own in one commit and removes the parked files. Expected rows
 are the rows the test wrote, compared as sorted tuples; the table is read both by `read_rows`
-(delta-rs plus the parked files) and by `spark.read.format("delta")`.
+(delta-rs plus the parked files) and by `spark.read.format("delta")`. Inside
+`one_commit_per_table()` rows are parked, and committed once per table as the block ends.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 
-from delta_tables.ops import PENDING, append_rows, park, read_rows
+from delta_tables.ops import PENDING, append_rows, one_commit_per_table, park, read_rows
 from delta_tables.writes import is_delta_table, table_version
 
 if TYPE_CHECKING:
@@ -194,3 +195,34 @@ def test_parked_rows_the_table_already_holds_are_not_committed_again(
         spark.read.format("delta").option("versionAsOf", 1).load(str(path)).count()
     )
     assert added == len(late + third)
+
+
+@pytest.mark.spark
+def test_one_commit_per_table_commits_each_tables_rows_once_as_the_block_ends(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    append_rows(runs, table(record("r0")), KEY)  # the table exists: version 0
+    steps = [[record("r1")], [record("r2", "sensors", rows=2)], [record("r3", ok=False, rows=3)]]
+    every_run = sorted([record("r0"), *(row for step in steps for row in step)])
+    checks = [record("c1", rows=4)]
+
+    with pytest.raises(RuntimeError, match="step 3 failed"), one_commit_per_table():
+        for step in steps:
+            append_rows(runs, table(*step), KEY)
+            # parked: nothing committed yet, readers see the rows already
+            assert table_version(runs) == 0
+            assert not is_delta_table(results)
+        append_rows(results, table(*checks), KEY)
+        assert tuples(read_rows(runs, SCHEMA, KEY)) == every_run
+        raise RuntimeError("step 3 failed")  # a failed step's rows are committed too
+
+    assert table_version(runs) == 1  # one commit for the three steps' rows
+    assert table_version(results) == 0
+    assert parked(runs) == [] and parked(results) == []
+    assert spark_rows(spark, runs) == every_run
+    assert spark_rows(spark, results) == sorted(checks)
+
+    # outside a block, an append commits at once again
+    append_rows(runs, table(record("r4", rows=4)), KEY)
+    assert table_version(runs) == 2
