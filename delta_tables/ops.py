@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -104,22 +104,27 @@ def one_commit_per_table() -> Iterator[None]:
     error too), each table's parked rows are committed in one append through the active
     session. If that fails, or the process dies first, they stay parked (readers see them) for
     the next append to commit."""
-    from pyspark.sql import SparkSession
-
     tables: dict[str, _Table] = {}
     token = _held_back.set(tables)
     try:
         yield
     finally:
         _held_back.reset(token)
-        spark = SparkSession.getActiveSession()
-        for path, schema, key in tables.values():
-            if spark is None:
-                break
-            try:
-                _commit(spark, path, schema.empty_table(), key)
-            except Exception as exc:  # noqa: BLE001 - the rows stay parked
-                logger.warning("parked rows of %s stay parked: %s", path, exc)
+        _commit_parked(tables.values())
+
+
+def _commit_parked(tables: Iterable[_Table]) -> None:
+    """Commit the parked rows of each table through the active session, if there is one."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        return
+    for path, schema, key in tables:
+        try:
+            _commit(spark, path, schema.empty_table(), key)
+        except Exception as exc:  # noqa: BLE001 - the rows stay parked
+            logger.warning("parked rows of %s stay parked: %s", path, exc)
 
 
 def _commit(spark: SparkSession, path: Location, rows: pa.Table, key: Sequence[str]) -> None:

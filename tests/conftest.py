@@ -108,14 +108,6 @@ def config(home: Path) -> RunoffConfig:
     return RunoffConfig.from_sources(home=home, env={})
 
 
-# The shared session's plans: expressions interpreted (`spark.sql.codegen.factoryMode`, as runoff
-# sets it for small inputs, `jobs.spark.INTERPRETED_PROJECTIONS`) and no whole-stage code.
-INTERPRETED_PLANS = {
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    "spark.sql.codegen.wholeStage": "false",
-}
-
-
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """The one SparkSession of the test run (local[2], UTC, no UI), long-lived like a server's:
@@ -128,19 +120,21 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     four. Every `runoff` process the tests start keeps runoff's default, and a checkpoint keeps the
     number of partitions it was made with whichever process runs it next.
 
-    Interpreted expressions, and no whole-stage code (`INTERPRETED_PLANS`): over such batches,
+    Interpreted expressions (`jobs.spark.INTERPRETED_PROJECTIONS`, as runoff sets them for small
+    inputs), and no whole-stage code: over such batches,
     generating and compiling Java source for every plan and task costs more than the code saves.
     `tests/spark` (228 tests, two workers, one run each) took 0.89x the machine's CPU seconds
     (1,005 against 1,130) and 0.91x the wall time (552 s against 607 s). Spark's own suites run
     the same queries under both settings for the same results; every `runoff` process the tests
     start (tests/e2e) keeps runoff's settings and generates code."""
-    from jobs.spark import get_spark
+    from jobs.spark import INTERPRETED_PROJECTIONS, get_spark
 
     home = tmp_path_factory.mktemp("spark-home")
     config = RunoffConfig.from_sources(home=home, spark_master="local[2]", env={})
+    plans = {**INTERPRETED_PROJECTIONS, "spark.sql.codegen.wholeStage": "false"}
     session = get_spark(
         app_name="runoff-tests",
-        config=config.with_changes(shuffle_partitions=1, spark_conf=INTERPRETED_PLANS),
+        config=config.with_changes(shuffle_partitions=1, spark_conf=plans),
         long_lived=True,
     )
     yield session
