@@ -422,11 +422,10 @@ def await_query(run: TableRun, report: Callable[[str], None]) -> None:
     query = run.query
     assert query is not None
     try:
-        while query.isActive:
+        # Each wait returns as the query ends (or raises its failure), not at the next poll.
+        while not query.awaitTermination(POLL_SECONDS):
             watch(run, report)
             interrupts.check()  # a signal `runoff serve` delivered for its client
-            time.sleep(POLL_SECONDS)
-        query.awaitTermination()  # returns at once, or raises the query's failure
     except StreamingQueryException as exc:
         watch(run, report)
         raise_failure(
