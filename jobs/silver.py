@@ -423,7 +423,8 @@ def await_query(run: TableRun, report: Callable[[str], None]) -> None:
     assert query is not None
     try:
         # Each wait returns as the query ends (or raises its failure), not at the next poll.
-        while not query.awaitTermination(POLL_SECONDS):
+        # (PySpark waits int(seconds * 1000) ms; its annotation says int.)
+        while not query.awaitTermination(POLL_SECONDS):  # type: ignore[arg-type]
             watch(run, report)
             interrupts.check()  # a signal `runoff serve` delivered for its client
     except StreamingQueryException as exc:

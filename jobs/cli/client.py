@@ -1,14 +1,14 @@
 """The client side of `runoff serve`: run one command in a server's warm Spark driver.
 
 Input: the CLI's arguments and `RUNOFF_SERVER` (or `--server`), the path of the server's Unix
-socket, or `tcp://host:port` for a server's TCP address (`runoff serve --listen`), which also
-needs `RUNOFF_SERVER_SECRET`. Output: what the command prints, relayed line by line, and its
-exit code. The request carries the client's working directory and its `RUNOFF_*` variables
-(not the secret), so the command sees what a local run would see. Ctrl-C and SIGTERM are passed
-on: the server stops the command as a local run stops, and the client exits with the same one
-line and code (130, 143). A client that dies takes its command with it (the server stops a
-command whose client is gone). Nothing of Spark is imported here: a client starts in a fraction
-of a second.
+socket, or `tcp://host:port` for a server's TCP address (`runoff serve --listen`; `tls://host:port`
+when it speaks TLS), which also needs `RUNOFF_SERVER_SECRET`. Output: what the command prints,
+relayed line by line, and its exit code. The request carries the client's working directory
+and its `RUNOFF_*` variables (not the secret), so the command sees what a local run would see.
+Ctrl-C and SIGTERM are passed on: the server stops the command as a local run stops, and the
+client exits with the same one line and code (130, 143). A client that dies takes its command
+with it (the server stops a command whose client is gone). Nothing of Spark is imported here: a
+client starts in a fraction of a second.
 
 Frames are JSON objects, one per line. Over TCP the server speaks first: `{"challenge": nonce}`.
 Client to server: the request `{"argv", "cwd", "env", "terminal", "columns"}` (over TCP with
@@ -24,6 +24,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from core.errors import ConfigError
+from jobs.cli.tls import CA_ENV, CERT_ENV, client_context, secured
 
 SERVER_ENV = "RUNOFF_SERVER"
 # The shared secret of a server's TCP address (`runoff serve --listen`): read from the environment
@@ -39,6 +41,7 @@ SERVER_ENV = "RUNOFF_SERVER"
 # HMAC-SHA256(secret, challenge).
 SECRET_ENV = "RUNOFF_SERVER_SECRET"
 TCP_SCHEME = "tcp://"
+TLS_SCHEME = "tls://"  # the same address, over TLS (jobs.cli.tls)
 # The variables a request carries, which the command in the server sees in place of the server's:
 # runoff's own and OpenLineage's (where lineage goes, and the Airflow task as parent run).
 BORROWED_PREFIXES = ("RUNOFF_", "OPENLINEAGE_")
@@ -107,13 +110,15 @@ def host_port(text: str, default_host: str | None = None) -> tuple[str, int] | N
 
 
 def tcp_address(server: str) -> tuple[str, int] | None:
-    """(host, port) of a `tcp://host:port` server; None for a Unix socket's path."""
-    if not server.startswith(TCP_SCHEME):
+    """(host, port) of a `tcp://host:port` or `tls://host:port` server; None for a Unix
+    socket's path."""
+    scheme = next((s for s in (TCP_SCHEME, TLS_SCHEME) if server.startswith(s)), None)
+    if scheme is None:
         return None
-    parsed = host_port(server.removeprefix(TCP_SCHEME))
+    parsed = host_port(server.removeprefix(scheme))
     if parsed is None:
         raise ConfigError(
-            f"{SERVER_ENV}={server}: expected tcp://HOST:PORT, e.g. tcp://runoff:7079"
+            f"{SERVER_ENV}={server}: expected {scheme}HOST:PORT, e.g. {scheme}runoff:7079"
         )
     return parsed
 
@@ -137,13 +142,34 @@ def connect_tcp(server: str, env: Mapping[str, str]) -> tuple[socket.socket, str
             f"cannot reach the runoff server at {server} ({exc.strerror or exc}): start it with "
             f"`runoff serve --listen {host}:{port}`, or unset {SERVER_ENV} to run here"
         ) from None
+    if server.startswith(TLS_SCHEME):
+        sock = secure(sock, server, host, env)
     try:
         challenge = next(frames(sock, limit=1024)).get("challenge")
     except (OSError, ValueError, StopIteration):
         sock.close()
-        raise ConfigError(f"the runoff server at {server} sent no challenge") from None
+        hint = "" if server.startswith(TLS_SCHEME) else f" (a server with TLS is {TLS_SCHEME}...)"
+        raise ConfigError(f"the runoff server at {server} sent no challenge{hint}") from None
     sock.settimeout(None)
     return sock, answer(str(challenge), secret)
+
+
+def secure(sock: socket.socket, server: str, host: str, env: Mapping[str, str]) -> socket.socket:
+    """The connection to a `tls://` server over TLS (`jobs.cli.tls`), its certificate checked;
+    a one-line ConfigError naming the remedy when it fails."""
+    context = client_context(env)
+    try:
+        return secured(sock, context, server_side=False, server_hostname=host).local
+    except ssl.SSLCertVerificationError as exc:
+        raise ConfigError(
+            f"the runoff server at {server} has a certificate this client does not trust "
+            f"({exc.verify_message}): set {CA_ENV} to the certificate that signed it"
+        ) from None
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"no TLS with the runoff server at {server} ({exc.strerror or exc}): is it started "
+            f"with {CERT_ENV}, or is it {TCP_SCHEME}...?"
+        ) from None
 
 
 def request(argv: Sequence[str], env: Mapping[str, str], stdout: TextIO) -> dict[str, Any]:
@@ -157,7 +183,7 @@ def request(argv: Sequence[str], env: Mapping[str, str], stdout: TextIO) -> dict
         "env": {
             k: v
             for k, v in env.items()
-            if k.startswith(BORROWED_PREFIXES) and k not in (SERVER_ENV, SECRET_ENV)
+            if k.startswith(BORROWED_PREFIXES) and k not in (SERVER_ENV, SECRET_ENV, CA_ENV)
         },
         "terminal": stdout.isatty(),
         "columns": int(columns) if columns and columns.isdigit() else None,

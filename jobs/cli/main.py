@@ -479,12 +479,14 @@ def is_served(args: argparse.Namespace) -> bool:
 def server_socket(args: argparse.Namespace, env: Mapping[str, str]) -> Path | str | None:
     """The server to run this command in (`--server`, else `RUNOFF_SERVER`), if any: a Unix
     socket's path, or a `tcp://host:port` address."""
-    from jobs.cli.client import SERVER_ENV, TCP_SCHEME
+    from jobs.cli.client import SERVER_ENV, TCP_SCHEME, TLS_SCHEME
 
     raw = args.server or env.get(SERVER_ENV)
     if not raw or not is_served(args):
         return None
-    return raw if raw.startswith(TCP_SCHEME) else Path(raw).expanduser().absolute()
+    if raw.startswith((TCP_SCHEME, TLS_SCHEME)):
+        return raw
+    return Path(raw).expanduser().absolute()
 
 
 def main(argv: Sequence[str] | None = None, served: bool = False) -> int:

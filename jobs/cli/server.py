@@ -23,6 +23,7 @@ import secrets
 import signal
 import socket
 import socketserver
+import ssl
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -47,6 +48,7 @@ from jobs.cli.client import (
     host_port,
     send,
 )
+from jobs.cli.tls import secured, server_context
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -258,9 +260,16 @@ class TcpListener(socketserver.ThreadingMixIn, socketserver.TCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], server: Server, secret: str) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        server: Server,
+        secret: str,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.runner = server
         self.secret = secret
+        self.tls = tls  # its connections speak TLS (jobs.cli.tls)
         self.request_timeout = server.request_timeout
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.address_family = family
@@ -271,7 +280,23 @@ class Handler(socketserver.StreamRequestHandler):
     server: Server | TcpListener
 
     def handle(self) -> None:
-        sock: socket.socket = self.request
+        tls = getattr(self.server, "tls", None)
+        if tls is None:
+            self.serve(self.request)
+            return
+        try:
+            relay = secured(
+                self.request, tls, server_side=True, timeout=self.server.request_timeout
+            )
+        except (OSError, ssl.SSLError) as exc:
+            log.warning("runoff server: a TCP client failed the TLS handshake (%s)", exc)
+            return
+        try:
+            self.serve(relay.local)
+        finally:
+            relay.close()
+
+    def serve(self, sock: socket.socket) -> None:
         sock.settimeout(self.server.request_timeout)
         challenge = secrets.token_hex(16)
         secret = getattr(self.server, "secret", None)
@@ -410,13 +435,14 @@ def cmd_serve(config: RunoffConfig, args: argparse.Namespace) -> int:
     path = caller.absolute(args.socket) if args.socket else default_socket(config)
     listen = listen_address(args.listen) if args.listen else None
     secret = server_secret(os.environ) if listen else ""
+    tls = server_context(os.environ) if listen else None
     prepare_socket(path)
     logs.serve()
     server = Server(path, config, args.parallel or DEFAULT_PARALLEL)
     tcp: TcpListener | None = None
     if listen:
         try:
-            tcp = TcpListener(listen, server, secret)
+            tcp = TcpListener(listen, server, secret, tls)
         except OSError as exc:
             server.server_close()
             path.unlink(missing_ok=True)
@@ -425,7 +451,9 @@ def cmd_serve(config: RunoffConfig, args: argparse.Namespace) -> int:
             target=tcp.serve_forever, kwargs={"poll_interval": 0.5}, name="runoff-tcp", daemon=True
         ).start()
     clients = f"{SERVER_ENV}={path}" + (
-        f", or {SERVER_ENV}=tcp://{listen[0]}:{listen[1]} with {SECRET_ENV}" if listen else ""
+        f", or {SERVER_ENV}={'tls' if tls else 'tcp'}://{listen[0]}:{listen[1]} with {SECRET_ENV}"
+        if listen
+        else ""
     )
     say(
         f"runoff: starting Spark for the server on {path} (clients: {clients}; "

@@ -1,4 +1,5 @@
-"""`runoff serve`'s socket: owner-only from the start, bounded requests, served commands only.
+"""`runoff serve`'s socket: owner-only from the start, bounded requests, served commands only;
+its TCP address, with the secret's challenge, and over TLS.
 
 A server without Spark (no command here needs it) on a socket in the test's folder; raw clients
 send what a broken or hostile client would.
@@ -190,3 +191,175 @@ def test_the_secret_never_travels_and_is_required_to_listen() -> None:
     for bad_server in ("tcp://7079", "tcp://:7079", "tcp://runoff", "tcp://runoff:0"):
         with pytest.raises(ConfigError, match="expected tcp://HOST:PORT"):
             tcp_address(bad_server)
+
+
+# -- the TCP address over TLS ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (its only name) and its key, as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "runoff test server")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    folder = tmp_path_factory.mktemp("tls")
+    (cert_path := folder / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (key_path := folder / "server.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+@pytest.fixture
+def tls(server: served.Server, certificate: tuple[Path, Path]) -> Iterator[str]:
+    """The server's TCP address on loopback, speaking TLS with `certificate`, as clients name
+    it (`tls://127.0.0.1:PORT`)."""
+    from jobs.cli.tls import CERT_ENV, KEY_ENV, server_context
+
+    cert, key = certificate
+    context = server_context({CERT_ENV: str(cert), KEY_ENV: str(key)})
+    assert context is not None
+    listener = served.TcpListener(("127.0.0.1", 0), server, SECRET, context)
+    thread = threading.Thread(target=listener.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        host, port = listener.server_address[:2]
+        yield f"tls://{host}:{port}"
+    finally:
+        listener.shutdown()
+        thread.join()
+        listener.server_close()
+
+
+def test_a_tls_client_that_trusts_the_certificate_is_served_and_others_are_refused(
+    server: served.Server, tls: str, certificate: tuple[Path, Path]
+) -> None:
+    import io
+
+    from core.errors import ConfigError
+    from jobs.cli.client import SECRET_ENV, run_remote
+    from jobs.cli.tls import CA_ENV
+
+    trusted = {SECRET_ENV: SECRET, CA_ENV: str(certificate[0])}
+    out, err = io.StringIO(), io.StringIO()
+    assert run_remote(tls, ["--version"], env=trusted, stdout=out, stderr=err) == 0
+    assert out.getvalue().startswith("runoff ") and err.getvalue() == ""
+
+    # The secret's challenge is the same inside TLS.
+    out, err = io.StringIO(), io.StringIO()
+    wrong = {**trusted, SECRET_ENV: "another-secret-of-enough-length"}
+    assert run_remote(tls, ["--version"], env=wrong, stdout=out, stderr=err) == 2
+    assert err.getvalue() == (
+        f"runoff: error: the server refused the request: wrong or missing secret ({SECRET_ENV})\n"
+    )
+
+    # A client that does not trust the certificate (the system's store), or that reaches the
+    # server by a name the certificate does not hold, runs nothing.
+    port = tls.rsplit(":", 1)[1]
+    for server_address, env, reason in (
+        (tls, {SECRET_ENV: SECRET}, "self-signed certificate"),
+        (f"tls://localhost:{port}", trusted, "Hostname mismatch"),
+    ):
+        with pytest.raises(ConfigError) as refused:
+            run_remote(server_address, ["--version"], env=env, stdout=out, stderr=err)
+        assert str(refused.value).startswith(
+            f"the runoff server at {server_address} has a certificate this client does not "
+            f"trust ({reason}"
+        ), refused.value
+        assert str(refused.value).endswith(f"set {CA_ENV} to the certificate that signed it")
+
+    # A plain TCP client gets no challenge: the server waits for TLS, then closes.
+    plain = tls.replace("tls://", "tcp://")
+    with pytest.raises(ConfigError, match="sent no challenge \\(a server with TLS is tls://"):
+        run_remote(plain, ["--version"], env=trusted, stdout=out, stderr=err)
+    assert not server.running
+
+
+def test_the_tls_relay_carries_megabytes_both_ways_at_once(
+    certificate: tuple[Path, Path],
+) -> None:
+    """Each side writes 8 MiB while it reads the other's (an echo), through the relays' socket
+    pairs: every byte arrives, in order; the client's close ends the server's stream."""
+    from jobs.cli.tls import CA_ENV, CERT_ENV, KEY_ENV, client_context, secured, server_context
+
+    cert, key = certificate
+    server_tls = server_context({CERT_ENV: str(cert), KEY_ENV: str(key)})
+    assert server_tls is not None
+    payload = secrets.token_bytes(8 << 20)
+    echoed: list[int] = []
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+
+        def echo() -> None:
+            raw, _ = listening.accept()
+            relay = secured(raw, server_tls, server_side=True)
+            while chunk := relay.local.recv(1 << 16):
+                relay.local.sendall(chunk)
+                echoed.append(len(chunk))
+            relay.close()
+
+        server_thread = threading.Thread(target=echo)
+        server_thread.start()
+        raw = socket.create_connection(listening.getsockname()[:2], timeout=30)
+        relay = secured(
+            raw,
+            client_context({CA_ENV: str(cert)}),
+            server_side=False,
+            server_hostname="127.0.0.1",
+        )
+        sender = threading.Thread(target=relay.local.sendall, args=(payload,))
+        sender.start()
+        received = bytearray()
+        relay.local.settimeout(60)
+        while len(received) < len(payload):
+            chunk = relay.local.recv(1 << 16)
+            assert chunk, f"the stream ended after {len(received)} bytes"
+            received += chunk
+        sender.join()
+        relay.close()
+        server_thread.join(timeout=60)
+    assert not server_thread.is_alive()
+    assert bytes(received) == payload
+    assert sum(echoed) == len(payload)
+
+
+def test_tls_settings_that_cannot_work_are_refused_in_one_line(
+    tmp_path: Path, certificate: tuple[Path, Path]
+) -> None:
+    from core.errors import ConfigError
+    from jobs.cli.tls import CA_ENV, CERT_ENV, KEY_ENV, client_context, server_context
+
+    cert, key = certificate
+    assert server_context({}) is None  # plain TCP
+    with pytest.raises(ConfigError, match=f"^{CERT_ENV} is set but {KEY_ENV} is not"):
+        server_context({CERT_ENV: str(cert)})
+    with pytest.raises(ConfigError, match=f"^{KEY_ENV} is set but {CERT_ENV} is not"):
+        server_context({KEY_ENV: str(key)})
+    with pytest.raises(ConfigError, match="are not a PEM certificate and its key"):
+        server_context({CERT_ENV: str(key), KEY_ENV: str(cert)})  # swapped
+    with pytest.raises(ConfigError, match=f"^{CA_ENV}=.* is not a PEM certificate file"):
+        client_context({CA_ENV: str(tmp_path / "missing.pem")})
