@@ -117,19 +117,23 @@ def test_commands_that_are_not_served_are_refused_and_the_server_stays_free(
 SECRET = secrets.token_hex(32)  # made for this run: no secret is written in the repository
 
 
-@pytest.fixture
-def tcp(server: served.Server) -> Iterator[str]:
-    """The server's TCP address on loopback (a free port), as clients name it."""
-    listener = served.TcpListener(("127.0.0.1", 0), server, SECRET)
+def listening(listener: served.TcpListener, scheme: str) -> Iterator[str]:
+    """`listener` serving in a thread while the fixture lasts; its address as clients name it."""
     thread = threading.Thread(target=listener.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
         host, port = listener.server_address[:2]
-        yield f"tcp://{host}:{port}"
+        yield f"{scheme}://{host}:{port}"
     finally:
         listener.shutdown()
         thread.join()
         listener.server_close()
+
+
+@pytest.fixture
+def tcp(server: served.Server) -> Iterator[str]:
+    """The server's TCP address on loopback (a free port), as clients name it."""
+    yield from listening(served.TcpListener(("127.0.0.1", 0), server, SECRET), "tcp")
 
 
 def test_a_tcp_client_with_the_secret_is_served_and_one_without_is_refused(
@@ -244,16 +248,7 @@ def tls(server: served.Server, certificate: tuple[Path, Path]) -> Iterator[str]:
     cert, key = certificate
     context = server_context({CERT_ENV: str(cert), KEY_ENV: str(key)})
     assert context is not None
-    listener = served.TcpListener(("127.0.0.1", 0), server, SECRET, context)
-    thread = threading.Thread(target=listener.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        host, port = listener.server_address[:2]
-        yield f"tls://{host}:{port}"
-    finally:
-        listener.shutdown()
-        thread.join()
-        listener.server_close()
+    yield from listening(served.TcpListener(("127.0.0.1", 0), server, SECRET, context), "tls")
 
 
 def test_a_tls_client_that_trusts_the_certificate_is_served_and_others_are_refused(
