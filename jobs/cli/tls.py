@@ -18,7 +18,7 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 
 from core.errors import ConfigError
@@ -72,12 +72,30 @@ class Relay:
         self.raw, self.tls, self.incoming, self.outgoing = raw, tls, incoming, outgoing
         self.local, self.plain = socket.socketpair()  # `local`: the caller's end
         self.lock = threading.Lock()
+        self.running = 2
         self.threads = [
-            threading.Thread(target=self._inbound, name="runoff-tls-in", daemon=True),
-            threading.Thread(target=self._outbound, name="runoff-tls-out", daemon=True),
+            threading.Thread(
+                target=self._direction, args=(self._inbound,), name="runoff-tls-in", daemon=True
+            ),
+            threading.Thread(
+                target=self._direction, args=(self._outbound,), name="runoff-tls-out", daemon=True
+            ),
         ]
         for thread in self.threads:
             thread.start()
+
+    def _direction(self, relay: Callable[[], None]) -> None:
+        """Run one direction. The second to end closes the relay's own sockets (the network's
+        and its end of the pair), so that the caller only ever closes `local`."""
+        try:
+            relay()
+        finally:
+            with self.lock:
+                self.running -= 1
+                last = self.running == 0
+            if last:
+                self.plain.close()
+                self.raw.close()
 
     def _flush(self) -> None:
         """Send what the TLS state has for the peer (under the lock: in order)."""
@@ -136,7 +154,8 @@ class Relay:
                 self.raw.shutdown(socket.SHUT_RDWR)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Close the local end once what it sent is on the network (at most `timeout`)."""
+        """Close the local end once what it sent is on the network (at most `timeout`), and the
+        relay's sockets with it."""
         with suppress(OSError):
             self.local.shutdown(socket.SHUT_WR)
         self.threads[1].join(timeout)

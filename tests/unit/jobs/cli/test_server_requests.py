@@ -299,7 +299,8 @@ def test_the_tls_relay_carries_megabytes_both_ways_at_once(
     certificate: tuple[Path, Path],
 ) -> None:
     """Each side writes 8 MiB while it reads the other's (an echo), through the relays' socket
-    pairs: every byte arrives, in order; the client's close ends the server's stream."""
+    pairs: every byte arrives, in order; the client's close ends the server's stream, and the
+    client's relay then closes its own sockets."""
     from jobs.cli.tls import CA_ENV, CERT_ENV, KEY_ENV, client_context, secured, server_context
 
     cert, key = certificate
@@ -335,11 +336,14 @@ def test_the_tls_relay_carries_megabytes_both_ways_at_once(
             assert chunk, f"the stream ended after {len(received)} bytes"
             received += chunk
         sender.join()
-        relay.close()
+        relay.local.close()  # as a client does: the relay closes its own sockets after it
         server_thread.join(timeout=60)
+        for thread in relay.threads:
+            thread.join(timeout=60)
     assert not server_thread.is_alive()
     assert bytes(received) == payload
     assert sum(echoed) == len(payload)
+    assert (relay.raw.fileno(), relay.plain.fileno()) == (-1, -1)
 
 
 def test_tls_settings_that_cannot_work_are_refused_in_one_line(
