@@ -42,6 +42,7 @@ SERVER_ENV = "RUNOFF_SERVER"
 SECRET_ENV = "RUNOFF_SERVER_SECRET"
 TCP_SCHEME = "tcp://"
 TLS_SCHEME = "tls://"  # the same address, over TLS (jobs.cli.tls)
+NETWORK_SCHEMES = (TCP_SCHEME, TLS_SCHEME)
 # The variables a request carries, which the command in the server sees in place of the server's:
 # runoff's own and OpenLineage's (where lineage goes, and the Airflow task as parent run).
 BORROWED_PREFIXES = ("RUNOFF_", "OPENLINEAGE_")
@@ -112,7 +113,7 @@ def host_port(text: str, default_host: str | None = None) -> tuple[str, int] | N
 def tcp_address(server: str) -> tuple[str, int] | None:
     """(host, port) of a `tcp://host:port` or `tls://host:port` server; None for a Unix
     socket's path."""
-    scheme = next((s for s in (TCP_SCHEME, TLS_SCHEME) if server.startswith(s)), None)
+    scheme = next((s for s in NETWORK_SCHEMES if server.startswith(s)), None)
     if scheme is None:
         return None
     parsed = host_port(server.removeprefix(scheme))
@@ -142,13 +143,14 @@ def connect_tcp(server: str, env: Mapping[str, str]) -> tuple[socket.socket, str
             f"cannot reach the runoff server at {server} ({exc.strerror or exc}): start it with "
             f"`runoff serve --listen {host}:{port}`, or unset {SERVER_ENV} to run here"
         ) from None
-    if server.startswith(TLS_SCHEME):
+    tls = server.startswith(TLS_SCHEME)
+    if tls:
         sock = secure(sock, server, host, env)
     try:
         challenge = next(frames(sock, limit=1024)).get("challenge")
     except (OSError, ValueError, StopIteration):
         sock.close()
-        hint = "" if server.startswith(TLS_SCHEME) else f" (a server with TLS is {TLS_SCHEME}...)"
+        hint = "" if tls else f" (a server with TLS is {TLS_SCHEME}...)"
         raise ConfigError(f"the runoff server at {server} sent no challenge{hint}") from None
     sock.settimeout(None)
     return sock, answer(str(challenge), secret)

@@ -479,14 +479,12 @@ def is_served(args: argparse.Namespace) -> bool:
 def server_socket(args: argparse.Namespace, env: Mapping[str, str]) -> Path | str | None:
     """The server to run this command in (`--server`, else `RUNOFF_SERVER`), if any: a Unix
     socket's path, or a `tcp://host:port` address."""
-    from jobs.cli.client import SERVER_ENV, TCP_SCHEME, TLS_SCHEME
+    from jobs.cli.client import NETWORK_SCHEMES, SERVER_ENV
 
     raw = args.server or env.get(SERVER_ENV)
     if not raw or not is_served(args):
         return None
-    if raw.startswith((TCP_SCHEME, TLS_SCHEME)):
-        return raw
-    return Path(raw).expanduser().absolute()
+    return raw if raw.startswith(NETWORK_SCHEMES) else Path(raw).expanduser().absolute()
 
 
 def main(argv: Sequence[str] | None = None, served: bool = False) -> int:
