@@ -88,6 +88,15 @@ NEWEST_EVENT_COLUMNS = {"bronze": "event_time", "quarantine": "_ingested_at"}
 SILVER_NEWEST_EVENT_COLUMN = "window_end"
 
 
+def key_column(item: str | Mapping[str, str]) -> tuple[str, str]:
+    """A silver key as declared -> (its column, its path): `user.country` is the column
+    `user_country`, `{country: user.country}` names it."""
+    if isinstance(item, str):
+        return item.replace(".", "_"), item
+    ((name, path),) = item.items()
+    return name, path
+
+
 def parse_duration(text: str) -> timedelta:
     """ "10 minutes" -> timedelta(minutes=10): `<n> second|minute|hour|day|week[s]`, the one
     parser of durations (spec keys, `--watermark`, backfill windows)."""
@@ -155,7 +164,7 @@ class SilverSpec:
     description: str = ""
     window: str | None = None
     slide: str | None = None
-    keys: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()  # the keys' columns
     select: tuple[str, ...] = ()
     where: str | None = None
     measures: tuple[tuple[str, str], ...] = ()  # (column, SQL aggregate), in declared order
@@ -163,6 +172,14 @@ class SilverSpec:
     output: Literal["update", "append"] = "update"
     transform: str | None = None
     partition_by: tuple[str, ...] = ()
+    # What each key's column holds, as declared: a column of the rows, or a field within a
+    # struct by its path (`user.country`); empty: the keys' own columns.
+    key_paths: tuple[str, ...] = ()
+
+    @property
+    def key_sources(self) -> tuple[tuple[str, str], ...]:
+        """(column, path) per key."""
+        return tuple(zip(self.keys, self.key_paths or self.keys, strict=True))
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -286,7 +303,9 @@ def _rule_problems(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
         measures = silver.get("measures") or {}
         if not measures and not silver.get("transform"):
             problems.append((f"{key}.measures", "declare at least one measure (or a transform)"))
-        keys = silver.get("keys") or []
+        keys = [key_column(k)[0] for k in silver.get("keys") or []]
+        for name in sorted({k for k in keys if keys.count(k) > 1}):
+            problems.append((f"{key}.keys", f"two keys are column {name!r}: name one of them"))
         derived = (*WINDOW_COLUMNS, WINDOW_DATE) if window else ()
         for name in [*keys, *measures]:
             if name in derived:
@@ -405,7 +424,8 @@ def _spec_from(doc: Mapping[str, Any], file: Path) -> DatasetSpec:
                 description=(s.get("description") or "").strip(),
                 window=s.get("window"),
                 slide=s.get("slide"),
-                keys=tuple(s.get("keys") or ()),
+                keys=tuple(name for name, _ in keys),
+                key_paths=tuple(path for _, path in keys) if any(n != p for n, p in keys) else (),
                 select=tuple(s.get("select") or ()),
                 where=s.get("where"),
                 measures=tuple((s.get("measures") or {}).items()),
@@ -415,6 +435,7 @@ def _spec_from(doc: Mapping[str, Any], file: Path) -> DatasetSpec:
                 partition_by=tuple(s.get("partition_by") or ()),
             )
             for s in doc.get("silver") or ()
+            for keys in [[key_column(k) for k in s.get("keys") or ()]]
         ),
         expectations=tuple(expectations),
         schedule=doc.get("schedule", "@hourly"),

@@ -229,10 +229,12 @@ def silver_lineage(silver: SilverSpec) -> dict[str, ColumnSource]:
         carried = ["event_time"] if silver.window else []
         rows = f"(SELECT {', '.join([*carried, *silver.select])} FROM bronze) AS rows"
     keys = list(silver.keys)
+    selected = [k if k == p else f"{p} AS {k}" for k, p in silver.key_sources]
     measures = [f"{sql} AS {name}" for name, sql in silver.measures]
     where = f" WHERE {silver.where}" if silver.where else ""
-    group = f" GROUP BY {', '.join(keys)}" if keys else ""
-    sql = f"SELECT {', '.join([*keys, *measures])} FROM {rows}{where}{group}"
+    paths = [p for _, p in silver.key_sources]
+    group = f" GROUP BY {', '.join(paths)}" if keys else ""
+    sql = f"SELECT {', '.join([*selected, *measures])} FROM {rows}{where}{group}"
     found = _sql_lineage(sql, "bronze")
     sources: dict[str, ColumnSource] = {}
     if silver.window:

@@ -244,7 +244,11 @@ def _freshness_suites(spec: DatasetSpec, table: str, name: str) -> tuple[SuiteSp
 def bronze_table(catalog: Catalog, spec: DatasetSpec) -> CheckedTable:
     table = catalog.tables(spec.name).bronze
     renames = dict(spec.rename)
-    required = [renames.get(column, column) for column in spec.required]
+    # (a field within a struct column: its path, from the column's bronze name)
+    required = [
+        ".".join([renames.get(top, top), *within])
+        for top, *within in (column.split(".") for column in spec.required)
+    ]
     # The columns runoff sets itself (event_date, _source_file, _ingested_at, _batch_id) are not
     # checked on every batch: they cannot fail but by a bug, which the exact-table tests catch.
     batch: list[Expectation] = [

@@ -23,20 +23,25 @@ nested more than 1000 deep are beyond the reader's limits (`unparseable JSON`).
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ArrayType,
+    DataType,
     DateType,
     DoubleType,
     FloatType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -145,6 +150,10 @@ _LOW = r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 _LONE_SURROGATE = f"{_HIGH}(?!{_LOW})|(?<!{_HIGH}){_LOW}"
 # JSON types that are strings in the landing file (a number there is a wrong type).
 _STRING_LIKE = (StringType, TimestampType, TimestampNTZType, DateType)
+# Types of a field that holds others.
+_NESTED = (StructType, ArrayType, MapType)
+# The type of `_unknown_entries`.
+_ENTRIES = "ARRAY<STRUCT<key: STRING, value: STRING>>"
 
 
 # -- pure transforms ----------------------------------------------------------------------
@@ -258,15 +267,14 @@ def _parse_json(base: DataFrame, dataset: Dataset, schema: StructType) -> DataFr
         + [StructField(_CORRUPT, StringType(), True)]
     )
     parsed = base.withColumn("_typed", F.from_json("value", typed_schema, _JSON_OPTIONS))
-    typed = F.col("_typed").getField
     # A value beyond its type is a wrong type (below), and none in the record.
     records = parsed.select(
-        "*", *[_holdable(typed(f.name), f.dataType).alias(f.name) for f in schema.fields]
+        "*", *[_holdable(_typed((f.name,)), f.dataType).alias(f.name) for f in schema.fields]
     )
     with_time = records.withColumn("event_time", dataset.event_time())
 
     value = F.col("value")
-    corrupt = F.col("_typed").getField(_CORRUPT).isNotNull()
+    corrupt = _typed((_CORRUPT,)).isNotNull()
     # Only lines that failed the typed parse pay for the second (all-string) parse.
     as_text = F.from_json(value, text_schema, _JSON_OPTIONS)
     unparseable = (
@@ -275,18 +283,29 @@ def _parse_json(base: DataFrame, dataset: Dataset, schema: StructType) -> DataFr
         | _more_after_the_object(value)
     )
 
-    string_like = [f.name for f in schema.fields if isinstance(f.dataType, _STRING_LIKE)]
+    leaves = list(_struct_leaves(schema))
+    string_like = {path for path, kind in leaves if isinstance(kind, _STRING_LIKE)}
     # One pattern for all string fields gates the exact (Variant) check of each of them.
-    suspect = _non_string_pattern(value, string_like) if string_like else F.lit(False)
+    suspect = _non_string_pattern(value, [p[-1] for p in string_like])
     wrong = []
-    for f in schema.fields:
-        failed = corrupt & F.col(f.name).isNull() & as_text.getField(f.name).isNotNull()
-        if f.name in string_like:
-            failed = failed | (suspect & _not_a_json_string(value, f.name))
-        beyond = _beyond_its_type(typed(f.name), f.dataType)
+    for path, kind in leaves:
+        failed: Column | None = None
+        if len(path) > 1:
+            pass
+        elif isinstance(kind, _NESTED):
+            # Spark keeps the rest of a struct, array or map whose part has the wrong type.
+            failed = corrupt & _fails_alone(value, schema[path[0]])
+        else:
+            failed = corrupt & F.col(path[0]).isNull() & as_text.getField(path[0]).isNotNull()
+        checks = [] if failed is None else [failed]
+        if path in string_like:
+            checks.append(suspect & _not_a_json_string(value, path))
+        beyond = _beyond_its_type(_typed(path), kind)
         if beyond is not None:  # parsed, but no reader could hold the value
-            failed = failed | (typed(f.name).isNotNull() & beyond)
-        wrong.append(F.when(failed, F.lit(f"{f.name} ({f.dataType.simpleString()})")))
+            checks.append(_typed(path).isNotNull() & beyond)
+        if checks:
+            text = F.lit(f"{'.'.join(path)} ({kind.simpleString()})")
+            wrong.append(F.when(reduce(operator.or_, checks), text))
     wrong_types = F.concat_ws(", ", *wrong)
     missing = F.concat_ws(", ", *[F.when(F.col(n).isNull(), F.lit(n)) for n in dataset.required])
     error = (
@@ -301,13 +320,113 @@ def _parse_json(base: DataFrame, dataset: Dataset, schema: StructType) -> DataFr
         .when(F.col("event_time").isNull(), F.lit(ERR_EVENT_TIME))
         .when(_time_out_of_range(dataset), F.lit(ERR_TIME_RANGE))
     )
-    known = F.array(*[F.lit(n) for n in names])
-    unknown = F.map_filter(
-        F.from_json(value, FIELDS_AS_TEXT, _STRICT_JSON), lambda k, _: ~F.array_contains(known, k)
-    )
-    rescued = F.when(F.size(unknown) > 0, F.to_json(unknown))
+    if any(_holds_struct(f.dataType) for f in schema.fields):
+        unknown = _undeclared(value, schema)
+        rescued = F.when(F.size(unknown) > 0, F.to_json(F.map_from_entries(unknown)))
+    else:  # the top level alone
+        known = F.array(*[F.lit(n) for n in names])
+        fields = F.from_json(value, FIELDS_AS_TEXT, _STRICT_JSON)
+        top = F.map_filter(fields, lambda k, _: ~F.array_contains(known, k))
+        rescued = F.when(F.size(top) > 0, F.to_json(top))
     with_rescued = with_time.withColumn(RESCUED, rescued)
     return _finish(_with_rules(with_rescued, dataset, error), names, dataset, rescued=True)
+
+
+def _typed(path: tuple[str, ...]) -> Column:
+    """A field of the typed parse (`path`: its name, then the names of the structs within)."""
+    column = F.col("_typed")
+    for name in path:
+        column = column.getField(name)
+    return column
+
+
+def _struct_leaves(
+    schema: StructType, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], DataType]]:
+    """The record's fields by path (`("user", "country")`) with their types: each top-level
+    field, and below it the fields reached through structs alone (those inside arrays and maps
+    are Spark's reader's: see `_parse_json`)."""
+    for f in schema.fields:
+        here = (*path, f.name)
+        if not path or not isinstance(f.dataType, StructType):
+            yield here, f.dataType
+        if isinstance(f.dataType, StructType):
+            yield from _struct_leaves(f.dataType, here)
+
+
+def _holds_struct(kind: DataType) -> bool:
+    if isinstance(kind, ArrayType):
+        return _holds_struct(kind.elementType)
+    if isinstance(kind, MapType):
+        return _holds_struct(kind.valueType)
+    return isinstance(kind, StructType)
+
+
+def _no_entries() -> Column:
+    return F.array().cast(_ENTRIES)
+
+
+def _child(path: Column, name: Column) -> Column:
+    """`path.name`, or `name` at the top level (`path` empty)."""
+    return F.when(path == "", name).otherwise(F.concat(path, F.lit("."), name))
+
+
+def _fails_alone(value: Column, f: StructField) -> Column:
+    """The line's field `f` (a struct, array or map) does not parse as its type: parsed alone,
+    the record is corrupt."""
+    alone = StructType([f, StructField(_CORRUPT, StringType(), True)])
+    return F.from_json(value, alone, _JSON_OPTIONS).getField(_CORRUPT).isNotNull()
+
+
+def _undeclared(value: Column, schema: StructType) -> Column:
+    """The line's fields the schema does not declare, at every depth: an array of (path, JSON
+    text) entries. A top-level field is named as it is (`plan`), one within a struct by its
+    path (`user.plan`), one within an element of an array or a value of a map with the index
+    or key (`items[0].color`, `prices["EUR"].note`). A top-level name that equals a nested
+    path (a field named `user.plan`) hides the nested one."""
+    entries = _unknown_entries(value, schema, F.lit(""))
+    top = F.filter(entries, lambda e: ~e["key"].contains(".") & ~e["key"].contains("["))
+    nested = F.filter(entries, lambda e: e["key"].contains(".") | e["key"].contains("["))
+    names = F.transform(top, lambda e: e["key"])
+    return F.concat(top, F.filter(nested, lambda e: ~F.array_contains(names, e["key"])))
+
+
+def _unknown_entries(text: Column, kind: DataType, path: Column) -> Column:
+    """`_undeclared` below `path` for the JSON `text` of a value of type `kind`, a type that
+    holds a struct (`_holds_struct`: elsewhere nothing can be undeclared)."""
+    if isinstance(kind, StructType):
+        fields = F.from_json(text, FIELDS_AS_TEXT, _STRICT_JSON)
+        known = F.array(*[F.lit(n) for n in kind.fieldNames()])
+        own = F.coalesce(
+            F.transform(
+                F.map_entries(F.map_filter(fields, lambda k, _: ~F.array_contains(known, k))),
+                lambda e: F.struct(_child(path, e["key"]).alias("key"), e["value"].alias("value")),
+            ),
+            _no_entries(),
+        )
+        below = [
+            _unknown_entries(fields.getItem(f.name), f.dataType, _child(path, F.lit(f.name)))
+            for f in kind.fields
+            if _holds_struct(f.dataType)
+        ]
+        return F.concat(own, *below) if below else own
+    if isinstance(kind, ArrayType):
+        element = kind.elementType
+
+        def in_item(item: Column, i: Column) -> Column:
+            index = F.concat(path, F.lit("["), i.cast("string"), F.lit("]"))
+            return _unknown_entries(item, element, index)
+
+        found = F.transform(F.from_json(text, "ARRAY<STRING>", _STRICT_JSON), in_item)
+        return F.coalesce(F.flatten(found), _no_entries())
+    assert isinstance(kind, MapType)
+    value = kind.valueType
+
+    def in_value(e: Column) -> Column:
+        return _unknown_entries(e["value"], value, F.concat(path, F.to_json(F.array(e["key"]))))
+
+    values = F.map_entries(F.from_json(text, FIELDS_AS_TEXT, _STRICT_JSON))
+    return F.coalesce(F.flatten(F.transform(values, in_value)), _no_entries())
 
 
 def _with_rules(df: DataFrame, dataset: Dataset, error: Column) -> DataFrame:
@@ -374,18 +493,21 @@ def _beyond_its_type(column: Column, data_type: Any) -> Column | None:
 
 def _non_string_pattern(value: Column, names: list[str]) -> Column:
     """Cheap gate: one of `names` seems to get a non-string, non-null JSON value."""
-    keys = "|".join(re.escape(n) for n in names)
+    if not names:
+        return F.lit(False)
+    keys = "|".join(re.escape(n) for n in sorted(set(names)))
     return value.rlike(rf'"(?:{keys})"\s*:\s*(?!null\b)[^"\s]')
 
 
-def _not_a_json_string(value: Column, name: str) -> Column:
-    """The line gives field `name` a non-string JSON value (number, boolean, object, array).
+def _not_a_json_string(value: Column, path: tuple[str, ...]) -> Column:
+    """The line gives the field at `path` (a top-level name, then the names of the structs
+    within) a non-string JSON value (number, boolean, object, array).
 
     Spark's JSON reader silently turns such values into strings (or numbers into timestamps);
-    the Variant parse tells them apart (a nested key of the same name does not count).
+    the Variant parse tells them apart (a key of the same name elsewhere does not count).
     """
-    path = json.dumps(name)
-    kind = F.expr(f"schema_of_variant(variant_get(try_parse_json(value), '$[{path}]'))")
+    steps = "".join(f"[{json.dumps(name)}]" for name in path)
+    kind = F.expr(f"schema_of_variant(variant_get(try_parse_json(value), '${steps}'))")
     return kind.isNotNull() & ~kind.isin("STRING", "VOID")
 
 
@@ -634,8 +756,20 @@ def _count_lines(
     )
 
 
-def unknown_fields(parsed: DataFrame) -> list[str]:
-    """The field names outside the declared schema among the valid records, sorted."""
+def unknown_fields(parsed: DataFrame) -> dict[str, int]:
+    """The fields outside the declared schema among the valid records, sorted by name: how
+    many records carry each. A field within an array or map is named without its index or key
+    (`items[].color`)."""
     valid = parsed.where(~F.col("_blank") & F.col("_error").isNull() & F.col(RESCUED).isNotNull())
-    names = valid.select(F.explode(F.map_keys(F.from_json(RESCUED, FIELDS_AS_TEXT))).alias("k"))
-    return sorted(row["k"] for row in names.distinct().collect())
+    keys = F.map_keys(F.from_json(RESCUED, FIELDS_AS_TEXT))
+    unindexed = F.array_distinct(
+        F.transform(keys, lambda k: F.regexp_replace(k, r"\[[^\]]*\]", "[]"))
+    )
+    names = valid.select(F.explode(unindexed).alias("name"))
+    rows = names.groupBy("name").count().collect()
+    return {row["name"]: int(row["count"]) for row in sorted(rows, key=lambda r: r["name"])}
+
+
+def is_nested(name: str) -> bool:
+    """A field name of `unknown_fields` below the top level."""
+    return "." in name or "[" in name

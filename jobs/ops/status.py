@@ -48,6 +48,8 @@ RUN_KEYS = (
     "quarantined",
     "error",
 )
+# Facts of a run's `details` each run of the document has (null when the run has none).
+RUN_DETAILS = ("rescued_fields",)
 
 
 def bronze_checkpoint(config: RunoffConfig, dataset: str) -> Location:
@@ -170,8 +172,22 @@ def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -
             "oldest_pending_modified_at": _jsonable(oldest[1]) if oldest else None,
             "changed_files": [c.to_json() for c in changed],
         },
-        "runs": [{key: _jsonable(run.get(key)) for key in RUN_KEYS} for run in reversed(last_runs)],
+        "runs": [
+            {
+                **{key: _jsonable(run.get(key)) for key in RUN_KEYS},
+                **{key: _details(run).get(key) for key in RUN_DETAILS},
+            }
+            for run in reversed(last_runs)
+        ],
     }
+
+
+def _details(run: dict[str, Any]) -> dict[str, Any]:
+    try:
+        details = json.loads(run.get("details") or "{}")
+    except ValueError:
+        return {}
+    return details if isinstance(details, dict) else {}
 
 
 def _cell(value: Any) -> str:
@@ -240,6 +256,14 @@ def render_status(doc: dict[str, Any]) -> None:
             _cell(r["error"])[:60] if r["error"] else "",
         )
     print_whole(runs)
+    rescued = next((r for r in doc["runs"] if r.get("rescued_fields")), None)
+    if rescued is not None:
+        fields = ", ".join(f"{name} ({rows})" for name, rows in rescued["rescued_fields"].items())
+        console.print(
+            f"undeclared fields kept in _rescued_data by the {rescued['layer']} run of "
+            f"{_cell(rescued['started_at'])[:19]}: {fields}",
+            markup=False,
+        )
     console.file.flush()
 
 

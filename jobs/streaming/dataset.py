@@ -42,7 +42,7 @@ def expectation_rule(expectation: Expectation) -> Rule:
     """A row-level expectation as a bronze row rule named `<expect>(<column>)`: the SQL that holds
     for the rows the expectation accepts (nulls pass, as in GX, except for not_null)."""
     kwargs = expectation.kwargs
-    column = f"`{kwargs['column']}`"
+    column = ".".join(f"`{part}`" for part in kwargs["column"].split("."))
     kind = expectation.expect
     if kind == "expect_column_values_to_not_be_null":
         return Rule(f"{kind}({kwargs['column']})", f"{column} IS NOT NULL")
@@ -141,7 +141,7 @@ class SilverAggregate:
             rows = rows.select(*selected(s))
         if s.where:
             rows = rows.where(F.expr(s.where))
-        groups: list[Column] = [F.col(k) for k in s.keys]
+        groups: list[Column] = [F.col(path).alias(name) for name, path in s.key_sources]
         if s.window:
             window = (
                 F.window("event_time", s.window, s.slide)

@@ -30,6 +30,7 @@ T = TypeVar("T")
 # Expectation arguments that name columns of the table they check.
 COLUMN_ARGUMENTS = ("column", "column_A", "column_B")
 COLUMN_LIST_ARGUMENTS = ("column_list",)
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 
 @dataclass
@@ -42,6 +43,7 @@ class TablePlan:
     partition_by: tuple[str, ...] = ()
     details: list[str] = field(default_factory=list)
     expectations: list[str] = field(default_factory=list)
+    schema: StructType | None = None  # the table's, with the types within its columns
 
 
 @dataclass
@@ -69,23 +71,42 @@ class _Resolver:
         """`build()`, or None with the analyzer's complaint recorded under `key`."""
         from pyspark.errors import AnalysisException
 
-        # PySpark logs every analysis error with its query context: expected here, so quiet.
-        quiet = logging.getLogger("SQLQueryContextLogger")
-        level = quiet.level
-        quiet.setLevel(logging.CRITICAL)
+        # PySpark logs every analysis error with its query context (of SQL text or of a
+        # DataFrame call): expected here, so quiet.
+        loggers = [logging.getLogger(n) for n in QUERY_CONTEXT_LOGGERS]
+        levels = [logger.level for logger in loggers]
+        for logger in loggers:
+            logger.setLevel(logging.CRITICAL)
         try:
             return build()
         except AnalysisException as exc:
             self.problem(key, describe(exc, columns))
             return None
         finally:
-            quiet.setLevel(level)
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.setLevel(level)
 
-    def known(self, key: str, names: Sequence[str], columns: Sequence[str]) -> bool:
-        missing = [n for n in names if n not in columns]
+    def known(
+        self, key: str, names: Sequence[str], columns: Sequence[str], schema: Any = None
+    ) -> bool:
+        """Every name is a column, or (with the table's `schema`, a StructType) the path of a
+        field within a struct column (`user.country`)."""
+        missing = [n for n in names if n not in columns and not has_path(schema, n)]
         for name in missing:
             self.problem(key, f"unknown column {name!r} (columns: {', '.join(columns)})")
         return not missing
+
+
+def has_path(schema: StructType | None, path: str) -> bool:
+    """`schema` has the field `path` (`user.country`: field country of struct column user)."""
+    from pyspark.sql.types import StructType
+
+    kind: Any = schema
+    for name in path.split("."):
+        if not isinstance(kind, StructType) or name not in kind.fieldNames():
+            return False
+        kind = kind[name].dataType
+    return True
 
 
 def describe(exc: Exception, columns: Sequence[str]) -> str:
@@ -133,7 +154,7 @@ def resolve(spark: SparkSession, spec: DatasetSpec, catalog: Catalog) -> Dataset
         check.problem(
             "event_time", f"is {event_time.dataType.simpleString()}, not a timestamp: cast it"
         )
-    check.known("required", spec.required, names)
+    check.attempt("required", names, lambda: record.select(*spec.required))
     check.known("bronze.rename", [old for old, _ in spec.rename], names)
     renamed = record.withColumns(
         {new: F.col(old) for old, new in spec.rename if old in names and new not in names}
@@ -171,7 +192,7 @@ def resolve(spark: SparkSession, spec: DatasetSpec, catalog: Catalog) -> Dataset
             )
         )
         metrics = metric_names([r.name for r in dataset.rules], dataset.bronze_schema.fieldNames())
-        _check_expectations(check, "bronze", bronze_schema.fieldNames(), plan.tables[-1], metrics)
+        _check_expectations(check, "bronze", bronze_schema, plan.tables[-1], metrics)
         bronze = spark.createDataFrame([], bronze_schema)
         for i, aggregate in enumerate(dataset.aggregates):
             table = _resolve_silver(check, f"silver[{i}]", bronze, dataset, aggregate)
@@ -181,7 +202,8 @@ def resolve(spark: SparkSession, spec: DatasetSpec, catalog: Catalog) -> Dataset
                 table.keys = silver.keys
                 table.partition_by = silver.partition_by
                 plan.tables.append(table)
-                _check_expectations(check, aggregate.table, [c for c, _ in table.columns], table)
+                assert table.schema is not None
+                _check_expectations(check, aggregate.table, table.schema, table)
     plan.problems = check.problems
     return plan
 
@@ -209,13 +231,14 @@ def _resolve_silver(
         if rows is None:
             return None
         base = rows
-        if not check.known(f"{key}.keys", s.keys, base.columns):
+        keys = [F.col(path).alias(name) for name, path in s.key_sources]
+        if check.attempt(f"{key}.keys", base.columns, lambda: base.select(*keys)) is None:
             return None
         for name, sql in s.measures:
             check.attempt(
                 f"{key}.measures.{name}",
                 base.columns,
-                lambda sql=sql: base.groupBy(*s.keys).agg(F.expr(sql)).schema,  # type: ignore[misc]
+                lambda sql=sql: base.groupBy(*keys).agg(F.expr(sql)).schema,  # type: ignore[misc]
             )
         if len(check.problems) > problems_before:
             return None
@@ -238,18 +261,22 @@ def _resolve_silver(
         details.append(f"having {s.having}")
     if s.transform:
         details.append(f"transform {s.transform}")
-    return TablePlan(aggregate.table, "silver", "", _columns(result), details=details)
+    return TablePlan(
+        aggregate.table, "silver", "", _columns(result), details=details, schema=result
+    )
 
 
 def _check_expectations(
     check: _Resolver,
     table: str,
-    columns: Sequence[str],
+    schema: StructType,
     plan: TablePlan,
     metrics: Sequence[str] = (),
 ) -> None:
     from quality.anomalies import HistoryRule
     from quality.suites import declared
+
+    columns = schema.fieldNames()
 
     spec_expectations = check.spec.expectations_of(table)
     for i, item in enumerate(spec_expectations):
@@ -271,10 +298,10 @@ def _check_expectations(
             continue
         for argument in COLUMN_ARGUMENTS:
             if argument in item.kwargs:
-                check.known(f"{key}.{argument}", [str(item.kwargs[argument])], columns)
+                check.known(f"{key}.{argument}", [str(item.kwargs[argument])], columns, schema)
         for argument in COLUMN_LIST_ARGUMENTS:
             if argument in item.kwargs:
-                check.known(f"{key}.{argument}", list(item.kwargs[argument]), columns)
+                check.known(f"{key}.{argument}", list(item.kwargs[argument]), columns, schema)
         if item.is_freshness:
             # Not a GX name: the age of the table's newest event time (quality.suites.freshness).
             column = check.spec.newest_event_column(table)

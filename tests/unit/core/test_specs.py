@@ -65,6 +65,29 @@ def test_defaults_of_a_minimal_spec(tmp_path: Path) -> None:
     assert (silver.output, silver.slide, silver.partition_by) == ("update", None, ())
 
 
+def test_keys_and_required_fields_within_structs(tmp_path: Path) -> None:
+    text = GOOD.replace("keys: [id]", "keys: [user.address.city, {country: user.country}, id]")
+    text = text.replace("silver:", "required: [id, user.country]\nsilver:")
+    spec = load_spec(write(tmp_path, "shop", text))
+    (silver,) = spec.silver
+    assert spec.required == ("id", "user.country")
+    assert silver.keys == ("user_address_city", "country", "id")
+    assert silver.key_sources == (
+        ("user_address_city", "user.address.city"),
+        ("country", "user.country"),
+        ("id", "id"),
+    )
+    assert silver.key_columns == (
+        "window_start",
+        "window_end",
+        "user_address_city",
+        "country",
+        "id",
+    )
+    # plain keys keep no paths: a spec read before keys had paths is read the same
+    assert load_spec(write(tmp_path / "plain", "shop", GOOD)).silver[0].key_paths == ()
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
@@ -86,6 +109,17 @@ def test_defaults_of_a_minimal_spec(tmp_path: Path) -> None:
             "silver[0].output: append emits closed windows only: it needs a window",
         ),
         (("keys: [id]", "keys: [id, id]"), "silver[0].keys: ['id', 'id'] has non-unique elements"),
+        (
+            ("keys: [id]", "keys: [user.id, user_id]"),
+            "silver[0].keys: two keys are column 'user_id': name one of them",
+        ),
+        (
+            ("keys: [id]", "keys: [user.id, {user_id: id}]"),
+            "silver[0].keys: two keys are column 'user_id': name one of them",
+        ),
+        (("keys: [id]", "keys: [user..id]"), "silver[0].keys[0]: 'user..id' is not valid under"),
+        (("keys: [id]", "keys: [{a: b, c: d}]"), "silver[0].keys[0]: {'a': 'b', 'c': 'd'} is not"),
+        (("silver:", "required: [user.]\nsilver:"), "required[0]: 'user.' does not match"),
         (
             ("keys: [id]", "keys: [window_start]"),
             "silver[0]: column 'window_start' is derived from the window: rename it",

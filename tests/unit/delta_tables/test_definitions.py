@@ -34,6 +34,14 @@ def test_the_definition_is_what_decides_the_rows() -> None:
     assert encoded(replace(HOURLY, description="other words")) == encoded(HOURLY)
 
 
+def test_a_key_within_a_struct_is_defined_by_its_path() -> None:
+    nested = replace(HOURLY, keys=("user_country",), key_paths=("user.country",))
+    flat = replace(HOURLY, keys=("user_country",))
+    assert changes(definition(flat), definition(nested)) == [
+        'keys ["user_country"] -> ["user_country=user.country"]'
+    ]
+
+
 def test_each_change_is_named_old_to_new() -> None:
     changed = replace(
         HOURLY,

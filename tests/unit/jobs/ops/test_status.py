@@ -22,7 +22,7 @@ from delta_tables.catalog import Catalog
 from delta_tables.ledger import RunRecord, append_run
 from jobs.checkpoints.landing_changes import landing_files
 from jobs.cli.main import main
-from jobs.ops.status import RUN_KEYS, collect_status, pending_files
+from jobs.ops.status import RUN_DETAILS, RUN_KEYS, collect_status, pending_files
 from quality.frames import column_max, max_from_stats
 from tests.conftest import take_output
 from tests.quality_tables import (
@@ -144,7 +144,7 @@ def test_collect_status_reports_exact_facts(config: RunoffConfig) -> None:
         "2023-11-14T22:13:20.000+00:00"
     )
     assert [r["rows"] for r in doc["runs"]] == want["run_rows"]  # newest first, events only
-    assert all(tuple(r) == RUN_KEYS for r in doc["runs"])
+    assert all(tuple(r) == (*RUN_KEYS, *RUN_DETAILS) for r in doc["runs"])
     assert [t.checkpoint for t in Catalog.load(config).tables("events")][:2] == [
         config.checkpoint_dir("bronze", "events")
     ] * 2
