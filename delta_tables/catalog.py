@@ -192,7 +192,7 @@ class Catalog:
                 dataset=spec.name,
                 checkpoint=checkpoint,
                 partition_by=("event_date",),
-                properties=props,
+                properties={**props, definitions.PROPERTY: definitions.encoded(spec)},
                 description=f"bronze {spec.name}: one row per parsed landing record",
             ),
             quarantine=Table(

@@ -103,8 +103,8 @@ class ValidationReport:
     expectations: list[ExpectationOutcome] = field(default_factory=list)
     data_docs_path: Path | None = None
     seconds: float = 0.0
-    # The fingerprint of the definition each silver table was built by (`delta_tables.
-    # definitions`): what its validated rows mean.
+    # The fingerprint of the definition each bronze and silver table was built by
+    # (`delta_tables.definitions`): what its validated rows mean.
     definitions: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -375,7 +375,8 @@ def _validate(
     results = catalog.quality_results.path
     started = time.monotonic()
     report = ValidationReport(run_id=record.run_id, dataset=dataset, layers=layers, full=full)
-    report.definitions = definitions.built_by(catalog.tables(dataset).silver)
+    tables = catalog.tables(dataset)
+    report.definitions = definitions.built_by([tables.bronze, *tables.silver])
     marks = history.last_validated(results, dataset)
     work: list[_Work] = []
     history_rows: list[history.ResultRow] = []

@@ -355,7 +355,8 @@ def run_backfill(
         try:
             checkpoints = [t.checkpoint for t in (tables.bronze, *tables.silver) if t.checkpoint]
             with checkpoint_locks(config, checkpoints, f"runoff backfill {name} {interval}"):
-                # Windows of another definition are not merged beside the table's own.
+                # Rows (windows) of another definition are not written beside the table's own.
+                definitions.refuse_changed_bronze(tables.bronze, dataset.spec, applied=False)
                 definitions.refuse_changed(tables.silver, dataset.spec)
                 record.details["definitions"] = definitions.fingerprints(dataset.spec)
                 _backfill(spark, config, dataset, tables, interval, result, gates, report, done)

@@ -53,6 +53,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pyspark.sql import DataFrame
@@ -63,6 +64,7 @@ from core.console import live_status, say
 from core.errors import ConfigError, RunoffError
 from core.locking import checkpoint_lock
 from core.specs import SEED_DIR
+from delta_tables import definitions
 from delta_tables.catalog import Catalog, ensure_table
 from delta_tables.ledger import RunRecord, recorded_run
 from delta_tables.writes import (
@@ -77,6 +79,7 @@ from jobs.bronze.parse import (
     LineCounts,
     count_lines,
     good_rows,
+    is_nested,
     parse_lines,
     quarantine_rows,
     unknown_fields,
@@ -247,6 +250,17 @@ def vanished_files(states: Mapping[str, FileState | None], parsed: DataFrame) ->
     return tuple(path for path in missing if path not in read)
 
 
+def rescued_text(fields: Mapping[str, int], spec_file: Path) -> str:
+    """What a run says of the undeclared fields it kept in `_rescued_data`."""
+    counted = ", ".join(
+        f"{name} ({rows} record{'' if rows == 1 else 's'})" for name, rows in fields.items()
+    )
+    return (
+        f"fields the schema does not declare, kept in _rescued_data: {counted} (declare them in "
+        f"{spec_file} to make them columns)"
+    )
+
+
 def batch_metrics(counts: LineCounts, ingested_at: datetime) -> dict[str, float]:
     """What a batch was like (`quality.anomalies.metric_names`): its counts, its quarantined
     lines by rule, the null share of each bronze column and the lag of its newest event (the
@@ -292,6 +306,7 @@ class BronzeBatch:
         self.checkpoint = checkpoint
         self.progress = progress
         self.added_columns: list[str] = []  # schema_evolution add_columns: added by this run
+        self.rescued_fields: dict[str, int] = {}  # undeclared fields: valid records with each
         self.widen: list[str] = []  # declared columns the table lacks (the spec gained fields)
         self.table_columns: list[str] = []  # the bronze table's columns when the run started
         self._app_id: str | None = None
@@ -448,20 +463,28 @@ class BronzeBatch:
     def _extra_columns(self, parsed: DataFrame, counts: LineCounts) -> list[str]:
         """Bronze columns beyond the declared ones (`schema_evolution`): none for `rescue`
         (unknown fields stay in `_rescued_data`); for `add_columns` every field bronze has
-        gained so far plus this batch's new ones; `fail` refuses a batch with unknown fields
-        (before anything is written: the checkpoint stays where it was)."""
+        gained so far plus this batch's new top-level ones; `fail` refuses a batch with unknown
+        fields, and `add_columns` one with unknown fields below the top level (before anything
+        is written: the checkpoint stays where it was). Counts the batch's unknown fields."""
+        found = unknown_fields(parsed) if counts.rescued else {}
+        for name, rows in found.items():
+            self.rescued_fields[name] = self.rescued_fields.get(name, 0) + rows
         mode = self.dataset.spec.schema_evolution
         if mode == "rescue" or self.dataset.record_format != "json":
             return []
         declared = set(self.dataset.full_bronze_schema.fieldNames())
         # the table's columns when the run started, plus those this run added (it holds the lock)
         known = [c for c in (*self.table_columns, *self.added_columns) if c not in declared]
-        new = [f for f in unknown_fields(parsed) if f not in known] if counts.rescued else []
-        if new and mode == "fail":
+        new = [f for f in found if f not in known]
+        nested = [f for f in new if is_nested(f)]
+        if (new and mode == "fail") or nested:
+            adds = "" if mode == "fail" else ", which adds top-level fields only"
             raise RunoffError(
                 f"{self.dataset.name}: records carry fields the schema does not declare: "
-                f"{', '.join(new)} (schema_evolution: fail): declare them in "
-                f"{self.dataset.spec.file} or choose rescue or add_columns"
+                f"{', '.join(nested if mode == 'add_columns' else new)} "
+                f"(schema_evolution: {mode}{adds}): declare them in "
+                f"{self.dataset.spec.file} or choose rescue"
+                + (" or add_columns" if mode == "fail" else "")
             )
         self.added_columns.extend(new)
         return known + new
@@ -503,6 +526,9 @@ def run_bronze(
     ):
         record.versions_before = {t: table_version(p) for t, p in tables.items()}
         record.versions_after = dict(record.versions_before)
+        # A spec that changed what bronze's rows mean: refused before anything is written.
+        change = definitions.refuse_changed_bronze(bronze, spec)
+        record.details["definition"] = definitions.fingerprint(definitions.bronze_definition(spec))
         landing = catalog.landing_dir(name)
         if not landing.is_dir():  # the spec's source.path, or nothing landed yet: exit 2
             # Sample files exist for the built-in datasets only (jobs/samples).
@@ -541,6 +567,13 @@ def run_bronze(
         dataset = load_dataset(catalog, name)
         ensure_table(spark, bronze, dataset.full_bronze_schema)
         ensure_table(spark, quarantine)
+        if change is not None:
+            record.details["applied"] = change.what
+            say(
+                f"{job}: {spec.file} changed {bronze.name} ({'; '.join(change.what)}): applied "
+                f"to the records this run ingests; `runoff rebuild {bronze.name}` applies it to "
+                "every record"
+            )
         batches = BronzeBatch(catalog, dataset, checkpoint, progress)
         # Fields declared since the table was created: the next append adds them.
         batches.table_columns = table_columns(bronze.path)
@@ -565,6 +598,8 @@ def run_bronze(
                     tables=tables,
                     reset_command=f"runoff reset {name} --layer bronze --yes",
                 )
+            if change is not None or definitions.stored(bronze) is None:
+                definitions.record(spark, bronze, spec)  # applied (or a table made before)
         finally:
             record.versions_after = {t: table_version(p) for t, p in tables.items()}
             record_checks(catalog.quality_results.path, record, batches.gates)
@@ -576,6 +611,8 @@ def run_bronze(
             record.details["replayed_batches"] = sum(b.replayed for b in progress.batches)
             if batches.added_columns:
                 record.details["added_columns"] = batches.added_columns
+            if batches.rescued_fields and dataset.rescues:
+                record.details["rescued_fields"] = batches.rescued_fields
             if batches.vanished:
                 record.details["vanished_files"] = list(batches.vanished)
         # Ingested files no batch recorded (a batch whose files the checkpoint could not list).
@@ -588,6 +625,8 @@ def run_bronze(
             f"{job}: bronze gained columns {', '.join(batches.added_columns)} "
             "(schema_evolution: add_columns; Delta schema evolution)"
         )
+    if batches.rescued_fields and dataset.rescues:
+        say(f"{job}: {rescued_text(batches.rescued_fields, spec.file)}")
     if batches.vanished:
         say(f"{job}: {vanished_text(batches.vanished)}")
     say(summary_line(job, record))

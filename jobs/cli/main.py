@@ -260,8 +260,9 @@ def _rebuild_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "table",
         nargs="+",
-        help="silver tables to recompute from the whole of bronze, separated by spaces or commas "
-        "(e.g. events_action_hourly)",
+        help="tables to recompute, separated by spaces or commas: a silver table from the whole "
+        "of bronze (e.g. events_action_hourly), a bronze table from the landing files, with its "
+        "dataset's silver tables (e.g. bronze_events)",
     )
 
 
@@ -339,7 +340,7 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] 
     ),
     "rebuild": (
         "jobs.ops.rebuild",
-        "recompute silver tables from the whole of bronze (after a change of their definition)",
+        "recompute tables under the spec as it is now (after a change of their definition)",
         _rebuild_args,
     ),
     "report": (

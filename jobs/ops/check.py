@@ -119,6 +119,7 @@ def print_outline(spec: DatasetSpec, tables: DatasetTables, changed: Mapping[str
             silver = spec.silver_spec(table.name)
             for line in (
                 f"output {silver.output}",
+                *(f"key {name} = {path}" for name, path in silver.key_sources if name != path),
                 *([f"window {silver.window}"] if silver.window else []),
                 *([f"slide {silver.slide}"] if silver.slide else []),
                 *(f"select {sql}" for sql in silver.select),
@@ -141,7 +142,8 @@ def _check_format(config: RunoffConfig, catalog: Catalog, names: Sequence[str]) 
     specs = [spec for spec in catalog.specs if not names or spec.name in names]
     for spec in specs:
         tables = catalog.tables(spec.name)
-        print_outline(spec, tables, definitions.changed_tables(tables.silver, spec))
+        changed = definitions.changed_tables([tables.bronze, *tables.silver], spec)
+        print_outline(spec, tables, changed)
     refused = refused_files(catalog, names)
     problems = [line for lines in refused.values() for line in lines]
     say(
@@ -168,8 +170,8 @@ def cmd_check(config: RunoffConfig, args: argparse.Namespace) -> int:
     plans, problems = check_specs(spark, catalog, names)
     for plan in plans:
         if not plan.problems:
-            silver = catalog.tables(plan.spec.name).silver
-            changed = definitions.changed_tables(silver, plan.spec)
+            tables = catalog.tables(plan.spec.name)
+            changed = definitions.changed_tables([tables.bronze, *tables.silver], plan.spec)
             print_plan(plan, plan.spec.schedule, changed)
     good = sum(1 for p in plans if not p.problems)
     say(summary(config, good, len(refused_files(catalog, names)) + len(plans) - good))

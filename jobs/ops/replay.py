@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from core.config import Location, RunoffConfig, remove_tree
 from core.console import say
+from delta_tables import definitions
 from delta_tables.catalog import Catalog, Table
 from delta_tables.ledger import RunRecord, recorded_run
 from delta_tables.writes import (
@@ -230,6 +231,8 @@ def run_replay(
                 if not is_delta_table(quarantine.path):
                     say(f"replay {name}: no quarantine table yet ({quarantine.path})")
                     return record
+                # Lines parsed by a spec that changed what bronze's rows mean: refused.
+                definitions.refuse_changed_bronze(bronze, dataset.spec)
                 if spark is None:
                     from jobs.spark import get_spark
 

@@ -63,20 +63,34 @@ def reset_targets(
 def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
     dataset: str = args.dataset
     layer: str = args.layer
-    tables, checkpoints = reset_targets(config, dataset, layer)
+    tables, _ = reset_targets(config, dataset, layer)
     names = ", ".join(t.name for t in tables)
     if not args.yes:
         raise RunoffError(
             f"reset {dataset} --layer {layer} deletes tables {names} and their checkpoints: "
             "add --yes to confirm"
         )
+    gone = reset(config, dataset, layer)
+    say(
+        f"reset {dataset} ({', '.join(layers_to_reset(layer))}): {len(gone)} paths deleted; "
+        "the next run rebuilds them from the landing files with a new streaming query id"
+    )
+    return 0
+
+
+def reset(config: RunoffConfig, dataset: str, layer: str, command: str = "reset") -> list[str]:
+    """Delete the tables and checkpoints of `layer` (see the module doc), moving the archived
+    landing files back for bronze; one ledger row (layer `command`). Returns the paths deleted."""
+    tables, checkpoints = reset_targets(config, dataset, layer)
     if layer == "bronze":
+        doing = "resetting bronze resets" if command == "reset" else "rebuilding bronze rebuilds"
         say(
-            f"resetting bronze resets silver too: the silver checkpoints of {dataset} hold "
-            "offsets into the bronze table that is being rebuilt"
+            f"{doing} silver too: the silver checkpoints of {dataset} hold offsets into the "
+            "bronze table that is being rebuilt"
         )
-    record = RunRecord(dataset=dataset, layer="reset", trigger=layer)
-    with deleting(config, record, tables, checkpoints, f"reset {dataset} --layer {layer}") as gone:
+    record = RunRecord(dataset=dataset, layer=command, trigger=layer)
+    what = f"{command} {dataset} --layer {layer}"
+    with deleting(config, record, tables, checkpoints, what) as gone:
         if "bronze" in layers_to_reset(layer):
             # Ingested files sit in the bronze archive: the rebuild must find them in landing.
             from jobs.bronze.job import landing_dir, restore_archive
@@ -84,8 +98,4 @@ def cmd_reset(config: RunoffConfig, args: argparse.Namespace) -> int:
             restored = record.files = restore_archive(config, dataset)
             say(f"moved {restored} archived files back to {landing_dir(config, dataset)}")
         record.details = {"layers": list(layers_to_reset(layer)), "deleted": gone}
-    say(
-        f"reset {dataset} ({', '.join(layers_to_reset(layer))}): {len(gone)} paths deleted; "
-        "the next run rebuilds them from the landing files with a new streaming query id"
-    )
-    return 0
+    return gone

@@ -32,7 +32,11 @@ def test_no_table_and_an_unknown_table_are_refused_before_anything_runs(
 ) -> None:
     assert main(["--home", str(config.home), "rebuild", ","]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "runoff: error: name the silver tables to rebuild (e.g. events_action_hourly)"
+    assert err == (
+        "runoff: error: name the tables to rebuild (e.g. events_action_hourly, bronze_events)"
+    )
     assert main(["--home", str(config.home), "rebuild", "events_action_hourly,nope"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("runoff: error: no silver table 'nope' is declared (silver tables: ")
+    assert err.startswith(
+        "runoff: error: no bronze or silver table 'nope' is declared (tables: bronze_activity, "
+    )
