@@ -48,7 +48,7 @@ def publish_extras(
 
     Per table (the asset's name): its layer, validate's status, the rows it validated, the Delta
     versions validated (text and from/to), the table's expectations passed / failed (critical) /
-    warnings, and for a silver table the fingerprint of the definition that built it
+    warnings, and for a bronze or silver table the fingerprint of the definition that built it
     (`delta_tables.definitions`); for the dataset: the rows quarantine gained and the Data Docs
     path. Raises
     `AirflowFailException` when the outcome is no passed validation: nothing is announced then.
@@ -78,7 +78,7 @@ def publish_extras(
             "data_docs": summary.get("data_docs"),
             "validate_run_id": summary.get("run_id"),
         }
-        if extras[asset.name]["layer"] == "silver":  # the definition its rows were built by
+        if extras[asset.name]["layer"] in ("bronze", "silver"):  # the definition of its rows
             extras[asset.name]["definition"] = table.get("definition")
     return extras
 

@@ -262,7 +262,9 @@ def build_dataset_dag(
             "full_refresh": Param(
                 False,
                 type="boolean",
-                description="Delete the dataset's tables and checkpoints before bronze.",
+                description="Delete the dataset's tables and checkpoints before bronze: every "
+                "table is rebuilt from the landing files, as a change of bronze's definition "
+                "requires (what runoff rebuild bronze_<dataset> does).",
             ),
             "replay_quarantine": Param(
                 False,

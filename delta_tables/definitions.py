@@ -1,26 +1,37 @@
-"""The definition a silver table was built by, kept with the table, and what a run does when the
+"""The definition a table was built by, kept with the table, and what a run does when the
 spec now says something else.
 
 A silver table's rows are decided by its spec entry's window, slide, keys, select, where,
-measures, having, output mode, transform and partitioning (`definition`). The table keeps that
-definition as the Delta table property `runoff.definition` (JSON), set when the table is created
-(`Catalog.tables`). Before a silver run or a backfill writes anything, `refuse_changed` compares
-the property of every existing table of the dataset with its spec: a table built by another
-definition is refused (ConfigError, exit 2) with what changed, old -> new, and the remedy,
-`runoff rebuild <table>`, which recomputes the table from the whole of bronze. Otherwise new
-windows would be merged beside old ones of another shape, and the table would mix both.
-(Every such change also changes the aggregation's state that the table's checkpoint keeps, so
-the streaming query could not carry on from it anyway.) One change is applied instead of
-refused: measures added, all else as it was (`compatible`). The rows keep their windows and keys
-and gain columns, so the silver run rebuilds the table from bronze itself (its deletion recorded
-as a `rebuild` run, what it applied said in its summary) and the new columns hold values for the
-whole history, not nulls before the change. A backfill still refuses it until a silver run (or
-`runoff rebuild`) applied it.
+measures, having, output mode, transform and partitioning (`definition`); bronze's by the
+dataset's schema, event time, projection, schema evolution, required fields, rules and
+quarantine expectations (`bronze_definition`). Each table keeps its definition as the Delta
+table property `runoff.definition` (JSON), set when the table is created (`Catalog.tables`).
+
+Silver: before a silver run or a backfill writes anything, `refuse_changed` compares the property
+of every existing table of the dataset with its spec: a table built by another definition is
+refused (ConfigError, exit 2) with what changed, old -> new, and the remedy, `runoff rebuild
+<table>`, which recomputes the table from the whole of bronze. Otherwise new windows would be
+merged beside old ones of another shape, and the table would mix both. (Every such change also
+changes the aggregation's state that the table's checkpoint keeps, so the streaming query could
+not carry on from it anyway.) One change is applied instead of refused: measures added, all else
+as it was (`compatible`). The rows keep their windows and keys and gain columns, so the silver
+run rebuilds the table from bronze itself (its deletion recorded as a `rebuild` run, what it
+applied said in its summary) and the new columns hold values for the whole history, not nulls
+before the change. A backfill still refuses it until a silver run (or `runoff rebuild`) applied
+it.
+
+Bronze: before a bronze run, backfill or replay writes anything, `refuse_changed_bronze` refuses
+a change of what the rows mean (a column's type, a column removed, the event time, the
+projection, schema evolution) with the remedy `runoff rebuild bronze_<dataset>` (bronze from the
+landing files, with the dataset's silver tables). Columns added and changes of which records go
+to quarantine (`BRONZE_APPLIED`) are applied by the next bronze run to what it ingests, which
+then records the new definition (`record`); a backfill refuses them until then.
 
 A table created before runoff kept definitions has no property: it is taken to be built by the
 spec as it is, and the property is set (one metadata commit, `adopt`).
 
-Spark-free but for `adopt`: the property is read with delta-rs.
+Spark-free but for `adopt` and `record`: the property is read with delta-rs, the schema's DDL
+split without Spark (`schema_columns`).
 """
 
 from __future__ import annotations

@@ -155,8 +155,8 @@ class ValidationReport:
         """The run as JSON-able data (what `runoff --outcome PATH validate` records).
 
         Per table: layer, status, versions (text), from/to version, rows and its expectations
-        passed / failed (critical) / warnings, and the fingerprint of the definition a silver
-        table was built by (`definition`; None for bronze tables, and before one is kept); then
+        passed / failed (critical) / warnings, and the fingerprint of the definition a bronze or
+        silver table was built by (`definition`; None for quarantine, and before one is kept); then
         the totals,
         `quarantined_rows` (the rows the quarantine table gained in the validated range: its
         `rows`; `quarantine` is its name, the catalog's `quarantine_<dataset>` by default),

@@ -384,11 +384,12 @@ def assert_published(af: Airflow, run_id: str, config: RunoffConfig) -> None:
     assert (hourly["layer"], hourly["status"]) == ("silver", "validated"), hourly
     assert hourly["rows"] > 0 and hourly["expectations_passed"] > 0, hourly
     assert isinstance(hourly["to_version"], int) and hourly["versions"], hourly
-    # each silver event names the definition that built its table, as the table keeps it
+    # each bronze and silver event names the definition that built its table, as it keeps it
     catalog = Catalog.load(config)
-    built = definitions.built_by(catalog.tables("events").silver)
+    tables = catalog.tables("events")
+    built = definitions.built_by([tables.bronze, *tables.silver])
     assert built == definitions.fingerprints(catalog.spec("events"))
-    for table in expected.SILVER_TABLES["events"]:
+    for table in ["bronze_events", *expected.SILVER_TABLES["events"]]:
         assert events[table]["extra"]["definition"] == built[table], events[table]
     # The validate outcome file publish read, where dags.outcome.outcome_path puts it.
     home = Path(af.env["RUNOFF_HOME"])

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.airflow
 
 RUN_ID = "manual__2024-01-02T05:00:00+00:00"
 HOURLY = "3f2a9c0d1e4b"  # the fingerprint of the definition that built events_action_hourly
+BRONZE = "9d0c4e1b7a25"  # and of bronze_events
 EXPECTATION = "column_values_to_be_in_set(action, value_set=[Open, Close])"
 GATE_ERROR = (
     "runoff: error: critical expectation failed on bronze_events in batch 0: "
@@ -48,7 +49,7 @@ def validate_outcome(docs: str | None = "/home/q/gx/index.html") -> dict[str, An
         }
 
     tables = {
-        "bronze_events": table("bronze", "1..2", 1, 2, 150),
+        "bronze_events": {**table("bronze", "1..2", 1, 2, 150), "definition": BRONZE},
         "quarantine_events": table("bronze", "1..2", 1, 2, 6),
         "events_action_hourly": {**table("silver", "0..3", 0, 3, 40), "definition": HOURLY},
         # a table validate had nothing new for, and without a stored definition
@@ -127,6 +128,7 @@ def test_publish_sets_every_outlet_events_extra(dag: Any, tmp_path: Path) -> Non
         "to_version": 2,
         "expectations_passed": 3,
         "warnings": 1,
+        "definition": BRONZE,
     }
     assert extra["quarantine_events"]["layer"] == "quarantine"  # the asset's layer
     assert extra["quarantine_events"]["rows"] == 6
@@ -139,7 +141,7 @@ def test_publish_sets_every_outlet_events_extra(dag: Any, tmp_path: Path) -> Non
     assert extra["events_action_sliding"]["from_version"] is None
     assert extra["events_action_hourly"]["definition"] == HOURLY
     assert extra["events_action_sliding"]["definition"] is None
-    assert "definition" not in extra["bronze_events"]
+    assert "definition" not in extra["quarantine_events"]
     json.dumps(extra)  # an event's extra must be JSON
 
 

@@ -6,7 +6,15 @@ import json
 from dataclasses import replace
 
 from core.specs import SilverSpec
-from delta_tables.definitions import changes, compatible, definition, encoded
+from delta_tables.definitions import (
+    bronze_changes,
+    bronze_compatible,
+    changes,
+    compatible,
+    definition,
+    encoded,
+    schema_columns,
+)
 
 HOURLY = SilverSpec(
     table="t",
@@ -76,3 +84,55 @@ def test_only_measures_added_is_a_change_a_run_applies() -> None:
     added = (count, last, ("first", "min(time)"))
     assert not compatible(old, with_measures(*added, window="30 minutes"))
     assert not compatible(old, with_measures(*added, keys=("action", "user")))
+
+
+def test_a_schema_is_split_into_columns_in_one_spelling() -> None:
+    assert schema_columns(
+        "id STRING,ts  string, user struct<country: string, geo: STRUCT<lat:DOUBLE>>,"
+        " amount DECIMAL(10, 2), `odd name` map<string, int >"
+    ) == [
+        ("id", "STRING"),
+        ("ts", "STRING"),
+        ("user", "STRUCT<COUNTRY STRING,GEO STRUCT<LAT DOUBLE>>"),
+        ("amount", "DECIMAL(10,2)"),
+        ("odd name", "MAP<STRING,INT>"),
+    ]
+
+
+def test_bronze_changes_are_named_and_classified() -> None:
+    def bronze(**changes: object) -> dict[str, object]:
+        fields = {
+            "schema": [["id", "STRING"], ["amount", "DOUBLE"]],
+            "event_time": "to_timestamp(ts)",
+            "rename": [],
+            "select": [],
+            "schema_evolution": "rescue",
+            "required": ["id"],
+            "rules": [],
+            "quarantine": [],
+        }
+        return {**fields, **changes}
+
+    old = bronze()
+    added = bronze(schema=[["id", "STRING"], ["amount", "DOUBLE"], ["note", "STRING"]])
+    ruled = bronze(rules=[["positive", "amount > 0"]], required=["id", "amount"])
+    retyped = bronze(schema=[["id", "STRING"], ["amount", "STRING"]])
+    removed = bronze(schema=[["id", "STRING"]])
+    timed = bronze(event_time="CAST(ts AS TIMESTAMP)")
+    assert bronze_changes(old, added) == ["column note added: STRING"]
+    assert bronze_changes(old, ruled) == [
+        'required ["id"] -> ["id", "amount"]',
+        'rules none -> [["positive", "amount > 0"]]',
+    ]
+    assert bronze_changes(old, retyped) == ["column amount DOUBLE -> STRING"]
+    assert bronze_changes(old, removed) == ["column amount removed: DOUBLE"]
+    assert bronze_changes(old, timed) == [
+        'event_time "to_timestamp(ts)" -> "CAST(ts AS TIMESTAMP)"'
+    ]
+    assert [bronze_compatible(old, new) for new in (added, ruled, retyped, removed, timed)] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]

@@ -171,7 +171,7 @@ def test_validation_report_summary_shape(tmp_path: Path) -> None:
         "expectations_passed": 1,
         "expectations_failed": 0,
         "warnings": 1,
-        "definition": None,  # bronze keeps no definition
+        "definition": None,  # the report knows none for bronze (a table made before definitions)
     }
     assert summary["tables"]["events_action_hourly"] == {
         "layer": "silver",
