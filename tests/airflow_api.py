@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -206,6 +206,23 @@ def stop_group(process: subprocess.Popen[Any], timeout: float = 30.0) -> None:
             process.wait(timeout=timeout)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # stragglers of the group
+
+
+def stop_groups(processes: Iterable[subprocess.Popen[Any]], timeout: float = 10.0) -> None:
+    """`stop_group` of several processes side by side: SIGTERM to every group at once, then
+    SIGKILL to those still running after `timeout` (one deadline for all)."""
+    running = [p for p in processes if p.poll() is None]
+    for process in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for process in running:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for process in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # what is left of each group
+        process.wait(timeout=timeout)
 
 
 def kill_leftovers(airflow_home: Path) -> None:

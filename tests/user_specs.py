@@ -6,8 +6,12 @@ The problem lines a refused spec must produce are restated here, not taken from 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
+
+from core.config import RunoffConfig
 from tests.spark.jobs.test_declared_dataset import SPEC as ORDERS_SPEC
 
 ORDERS_TABLES = ("orders_store_hourly", "orders_store_sliding")
@@ -56,3 +60,16 @@ def write_bad_specs(folder: Path) -> dict[Path, str]:
         assert content != ORDERS_SPEC
         problems[path] = f"{path}: {problem}"
     return problems
+
+
+def declared(
+    folder: Path, home: Path, monkeypatch: pytest.MonkeyPatch, specs: dict[str, str]
+) -> RunoffConfig:
+    """A user's setup: each spec (dataset name -> YAML) written into `folder`, which
+    `RUNOFF_DATASETS` names, and `RUNOFF_HOME` set to `home`; its config."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in specs.items():
+        (folder / f"{name}.yaml").write_text(text)
+    monkeypatch.setenv("RUNOFF_HOME", str(home))
+    monkeypatch.setenv("RUNOFF_DATASETS", str(folder))
+    return RunoffConfig.from_sources(home=home, env=os.environ)

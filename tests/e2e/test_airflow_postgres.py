@@ -58,6 +58,7 @@ from tests.airflow_api import (
     clean_environment,
     kill_leftovers,
     stop_group,
+    stop_groups,
     wait_for_dags,
 )
 from tests.airflow_deployment import (
@@ -135,8 +136,7 @@ def deployed() -> Iterator[Airflow]:
                 yield af
                 passed = af.passed
             finally:
-                for process in processes.values():
-                    stop_group(process)
+                stop_groups(processes.values())
                 kill_leftovers(Path(env["AIRFLOW_HOME"]))
     finally:
         if passed:

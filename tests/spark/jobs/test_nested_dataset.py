@@ -11,7 +11,6 @@ plain-Python computation over the landed lines, `_rescued_data` included.
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -24,6 +23,7 @@ from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
 from delta_tables.ledger import read_runs
 from jobs.cli import main as cli
+from tests.user_specs import declared
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,12 +77,7 @@ START = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 
 @pytest.fixture
 def shipments_config(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunoffConfig:
-    folder = tmp_path / "my-datasets"
-    folder.mkdir()
-    (folder / "shipments.yaml").write_text(SPEC)
-    monkeypatch.setenv("RUNOFF_HOME", str(home))
-    monkeypatch.setenv("RUNOFF_DATASETS", str(folder))
-    return RunoffConfig.from_sources(home=home, env=os.environ)
+    return declared(tmp_path / "my-datasets", home, monkeypatch, {"shipments": SPEC})
 
 
 def records(first: int, count: int, start: datetime, new_field: bool = False) -> list[str]:

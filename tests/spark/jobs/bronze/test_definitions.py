@@ -10,7 +10,6 @@ applied and said.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from core.config import RunoffConfig
 from delta_tables.arrow import read_arrow
 from delta_tables.ledger import read_runs
 from jobs.cli import main as cli
+from tests.user_specs import declared
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,17 +58,12 @@ REFUSED = [
 
 @pytest.fixture
 def specs(tmp_path: Path) -> Path:
-    folder = tmp_path / "my-datasets"
-    folder.mkdir()
-    (folder / "shop.yaml").write_text(SPEC)
-    return folder
+    return tmp_path / "my-datasets"
 
 
 @pytest.fixture
 def shop_config(home: Path, specs: Path, monkeypatch: pytest.MonkeyPatch) -> RunoffConfig:
-    monkeypatch.setenv("RUNOFF_HOME", str(home))
-    monkeypatch.setenv("RUNOFF_DATASETS", str(specs))
-    return RunoffConfig.from_sources(home=home, env=os.environ)
+    return declared(specs, home, monkeypatch, {"shop": SPEC})
 
 
 def orders(first: int, count: int, extra: dict[str, Any] | None = None) -> list[str]:
