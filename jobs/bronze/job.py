@@ -7,9 +7,11 @@ Output:
 - `delta/bronze/<dataset>`: one row per valid record: the dataset's bronze columns (the
   spec's record fields, renamed or selected: `Dataset.bronze_columns()`) plus `event_time`,
   `event_date`, `_source_file` (the landing file's URI), `_ingested_at`, `_batch_id`, and
-  `_rescued_data` (the fields the schema does not declare, as a JSON object; `schema_evolution:
-  rescue`); partitioned by `event_date`. With `add_columns` unknown fields become STRING
-  columns (Delta schema evolution); with `fail` a batch holding one fails the run, naming it.
+  `_rescued_data` (the fields the schema does not declare, at every depth, as a JSON object by
+  path; `schema_evolution: rescue`; a run names those it rescued); partitioned by
+  `event_date`. With `add_columns` unknown top-level fields become STRING columns (Delta
+  schema evolution); with `fail` (and `add_columns`, for a field below the top level) a batch
+  holding one fails the run, naming it.
 - `delta/quarantine/<dataset>`: one row per malformed line (`QUARANTINE_SCHEMA`): `_raw` (the
   line; invalid UTF-8 bytes replaced by U+FFFD), `_error` (why), `_source_file`, `_line_number`
   (1-based, counting every line of the file), `_ingested_at`, `_batch_id`; partitioned by
@@ -17,6 +19,10 @@ Output:
 Blank lines (empty or whitespace only) are neither. For every landing file:
 bronze rows + quarantined rows = its non-blank lines.
 Which lines are valid records, and why the others are quarantined: `jobs.bronze.parse`.
+
+Definition: the spec's definition of bronze is compared with the one the table keeps before
+anything is read; a change of what its rows mean is refused (exit 2), one a run can apply is
+applied to what it ingests and then kept (`delta_tables.definitions`).
 
 Trigger: `availableNow` by default (everything that has landed, in micro-batches of at most
 `--max-files-per-trigger` files / `--max-bytes-per-trigger` bytes) or `once` (one batch, rate

@@ -48,7 +48,7 @@ from jobs.cli.client import (
     host_port,
     send,
 )
-from jobs.cli.tls import secured, server_context
+from jobs.cli.tls import CERT_ENV, KEY_ENV, secured, server_context
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -436,6 +436,12 @@ def cmd_serve(config: RunoffConfig, args: argparse.Namespace) -> int:
     listen = listen_address(args.listen) if args.listen else None
     secret = server_secret(os.environ) if listen else ""
     tls = server_context(os.environ) if listen else None
+    unused = [name for name in (CERT_ENV, KEY_ENV) if os.environ.get(name) and not listen]
+    if unused:
+        say(
+            f"runoff: {' and '.join(unused)} set, but the server has no --listen address: TLS is "
+            "for the TCP address only (the Unix socket is local), so it is not used"
+        )
     prepare_socket(path)
     logs.serve()
     server = Server(path, config, args.parallel or DEFAULT_PARALLEL)

@@ -362,3 +362,31 @@ def test_tls_settings_that_cannot_work_are_refused_in_one_line(
         server_context({CERT_ENV: str(key), KEY_ENV: str(cert)})  # swapped
     with pytest.raises(ConfigError, match=f"^{CA_ENV}=.* is not a PEM certificate file"):
         client_context({CA_ENV: str(tmp_path / "missing.pem")})
+
+
+def test_tls_settings_without_a_listen_address_are_said_to_be_unused(
+    tmp_path: Path,
+    certificate: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import argparse
+
+    from jobs.cli.tls import CERT_ENV, KEY_ENV
+
+    def stopped(_server: served.Server) -> None:
+        raise KeyboardInterrupt  # as Ctrl-C before Spark started: nothing of Spark is needed
+
+    cert, key = certificate
+    monkeypatch.setenv(CERT_ENV, str(cert))
+    monkeypatch.setenv(KEY_ENV, str(key))
+    monkeypatch.setattr(served.Server, "start_spark", stopped)
+    args = argparse.Namespace(socket=str(tmp_path / "s.sock"), listen=None, parallel=1)
+    config = RunoffConfig.from_sources(home=tmp_path / "home", env={})
+    assert served.cmd_serve(config, args) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"runoff: {CERT_ENV} and {KEY_ENV} set, but the server has no --listen address: TLS is "
+        "for the TCP address only (the Unix socket is local), so it is not used"
+    ) in out
+    assert "runoff: server stopped" in out
