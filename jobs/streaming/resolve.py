@@ -70,10 +70,12 @@ class _Resolver:
     def attempt(self, key: str, columns: Sequence[str], build: Callable[[], T]) -> T | None:
         """`build()`, or None with the analyzer's complaint recorded under `key`."""
         from pyspark.errors import AnalysisException
+        from pyspark.logger import PySparkLogger
 
         # PySpark logs every analysis error with its query context (of SQL text or of a
-        # DataFrame call): expected here, so quiet.
-        loggers = [logging.getLogger(n) for n in QUERY_CONTEXT_LOGGERS]
+        # DataFrame call): expected here, so quiet. (Its own logger class: PySpark logs with
+        # arguments a plain `logging.Logger` refuses, and the first to ask creates the logger.)
+        loggers = [PySparkLogger.getLogger(n) for n in QUERY_CONTEXT_LOGGERS]
         levels = [logger.level for logger in loggers]
         for logger in loggers:
             logger.setLevel(logging.CRITICAL)
