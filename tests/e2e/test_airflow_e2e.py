@@ -172,7 +172,7 @@ def _stop_airflow(process: subprocess.Popen[bytes], airflow_home: Path) -> None:
     `airflow standalone` process group it recorded is gone too, and every task process."""
     pid_file = airflow_home / standalone.PID_FILE
     group = int(pid_file.read_text()) if pid_file.is_file() else None
-    stop_group(process)
+    stop_group(process, timeout=10.0)  # what is left after that is killed below
     if group is not None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(group, signal.SIGKILL)
