@@ -114,6 +114,9 @@ RAW_SCHEMA = StructType(
 SOURCE_BYTES = "_bytes"
 # Files Spark's text reader decompresses (Hadoop's codecs, by extension).
 COMPRESSED = r"(?i)\.(gz|bz2|deflate|lz4|snappy|zst)$"
+# An array's index or a map's key within the path of an undeclared field (`items[0].color`,
+# `prices["EUR"].note`), which `unknown_fields` leaves out of the names it reports.
+INDEX = r'(?<=[A-Za-z0-9_\]])\[(\d+|"(?:[^"\\]|\\.)*")\]'
 # A line's number when it is known without counting (a long line jobs.bronze.long_lines found).
 KNOWN_LINE = "_known_line"
 # Helper columns `parse_lines` adds next to the record's own columns.
@@ -327,7 +330,14 @@ def _parse_json(base: DataFrame, dataset: Dataset, schema: StructType) -> DataFr
         known = F.array(*[F.lit(n) for n in names])
         fields = F.from_json(value, FIELDS_AS_TEXT, _STRICT_JSON)
         top = F.map_filter(fields, lambda k, _: ~F.array_contains(known, k))
-        rescued = F.when(F.size(top) > 0, F.to_json(top))
+        # Most lines have only declared fields: a line whose every key, at any depth, is a
+        # declared name has none to rescue (a declared field holding an object is a wrong
+        # type), so only the others pay for a second parse. Escaped or odd keys count as
+        # undeclared here: they are parsed.
+        declared = "|".join(re.escape(n) for n in names)
+        maybe = value.rlike(rf'"(?!(?:{declared})"\s*:)(?:[^"\\]|\\.)*+"\s*:')
+        # (nested: Spark would compute `top` for every line if the outer test used it)
+        rescued = F.when(maybe, F.when(F.size(top) > 0, F.to_json(top)))
     with_rescued = with_time.withColumn(RESCUED, rescued)
     return _finish(_with_rules(with_rescued, dataset, error), names, dataset, rescued=True)
 
@@ -371,6 +381,12 @@ def _child(path: Column, name: Column) -> Column:
     return F.when(path == "", name).otherwise(F.concat(path, F.lit("."), name))
 
 
+def _field(path: Column, name: Column) -> Column:
+    """The path of an undeclared field `name` below `path` (`_undeclared`)."""
+    quoted = F.concat(path, F.to_json(F.array(name)))
+    return F.when(name.rlike(r'[.\[\]"]'), quoted).otherwise(_child(path, name))
+
+
 def _fails_alone(value: Column, f: StructField) -> Column:
     """The line's field `f` (a struct, array or map) does not parse as its type: parsed alone,
     the record is corrupt."""
@@ -382,13 +398,9 @@ def _undeclared(value: Column, schema: StructType) -> Column:
     """The line's fields the schema does not declare, at every depth: an array of (path, JSON
     text) entries. A top-level field is named as it is (`plan`), one within a struct by its
     path (`user.plan`), one within an element of an array or a value of a map with the index
-    or key (`items[0].color`, `prices["EUR"].note`). A top-level name that equals a nested
-    path (a field named `user.plan`) hides the nested one."""
-    entries = _unknown_entries(value, schema, F.lit(""))
-    top = F.filter(entries, lambda e: ~e["key"].contains(".") & ~e["key"].contains("["))
-    nested = F.filter(entries, lambda e: e["key"].contains(".") | e["key"].contains("["))
-    names = F.transform(top, lambda e: e["key"])
-    return F.concat(top, F.filter(nested, lambda e: ~F.array_contains(names, e["key"])))
+    or key (`items[0].color`, `prices["EUR"].note`). A field whose own name holds `.`, `[`, `]`
+    or `"` is named in brackets (`["user.plan"]`, `user["a.b"]`), so that no two paths are one."""
+    return _unknown_entries(value, schema, F.lit(""))
 
 
 def _unknown_entries(text: Column, kind: DataType, path: Column) -> Column:
@@ -400,7 +412,7 @@ def _unknown_entries(text: Column, kind: DataType, path: Column) -> Column:
         own = F.coalesce(
             F.transform(
                 F.map_entries(F.map_filter(fields, lambda k, _: ~F.array_contains(known, k))),
-                lambda e: F.struct(_child(path, e["key"]).alias("key"), e["value"].alias("value")),
+                lambda e: F.struct(_field(path, e["key"]).alias("key"), e["value"].alias("value")),
             ),
             _no_entries(),
         )
@@ -762,9 +774,7 @@ def unknown_fields(parsed: DataFrame) -> dict[str, int]:
     (`items[].color`)."""
     valid = parsed.where(~F.col("_blank") & F.col("_error").isNull() & F.col(RESCUED).isNotNull())
     keys = F.map_keys(F.from_json(RESCUED, FIELDS_AS_TEXT))
-    unindexed = F.array_distinct(
-        F.transform(keys, lambda k: F.regexp_replace(k, r"\[[^\]]*\]", "[]"))
-    )
+    unindexed = F.array_distinct(F.transform(keys, lambda k: F.regexp_replace(k, INDEX, "[]")))
     names = valid.select(F.explode(unindexed).alias("name"))
     rows = names.groupBy("name").count().collect()
     return {row["name"]: int(row["count"]) for row in sorted(rows, key=lambda r: r["name"])}

@@ -417,6 +417,29 @@ def test_parse_lines_rescues_the_undeclared_fields_of_valid_records(
     assert seen == {"events": 3, "sensors": 1}.get(dataset, 0)
 
 
+# Keys a cheap look at the line might take for declared ones, or miss (`_rescued_data` is parsed
+# only for lines that seem to carry an undeclared key).
+TRICKY_KEYS = [
+    b'{"time": 1704067200, "action": "Open"}',
+    b'{"time": 1704067200, "action": "Open", "\\u0063oupon": "x"}',  # an escaped name
+    b'{"time": 1704067200, "action": "a\\": \\"time\\":", "times": 2}',  # ": in a string
+    b'{"time": 1704067200, "action": "Close", "meta": {"time": 1, "action": [true]}}',
+    b'{"action":"Open","time":1704067200,"x":null, "time ": false}',
+    b'{"time": 1704067200, "action": "Open", "": 1}',  # an empty name
+]
+
+
+def test_undeclared_fields_are_rescued_whatever_their_names_look_like(
+    spark: SparkSession,
+) -> None:
+    rows = parsed_rows(spark, "events", TRICKY_KEYS)
+    assert [row["_error"] for row in rows] == [None] * len(TRICKY_KEYS)
+    assert [row["_rescued_data"] for row in rows] == [
+        expected.rescued_data(json.loads(line), ("time", "action")) for line in TRICKY_KEYS
+    ]
+    assert sum(row["_rescued_data"] is not None for row in rows) == len(TRICKY_KEYS) - 1
+
+
 def without_ingest_columns(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k not in ("_ingested_at", "_batch_id")}
 
