@@ -263,7 +263,7 @@ def rescued_text(fields: Mapping[str, int], spec_file: Path) -> str:
     )
     return (
         f"fields the schema does not declare, kept in _rescued_data: {counted} (declare them in "
-        f"{spec_file} to make them columns)"
+        f"{spec_file} to give them columns)"
     )
 
 
