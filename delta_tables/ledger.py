@@ -15,7 +15,7 @@ import json
 import logging
 import signal
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -156,6 +156,16 @@ def read_runs(runs_path: Location, dataset: str | None = None) -> list[dict[str,
     equal = {"dataset": dataset} if dataset is not None else None
     rows: list[dict[str, Any]] = read_rows(runs_path, RUNS_SCHEMA, RUN_KEY, equal=equal).to_pylist()
     return sorted(rows, key=lambda r: r["started_at"])
+
+
+def run_details(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A ledger row's `details` (`RunRecord.details`, kept as JSON); empty when it has none or
+    they do not read as a JSON object."""
+    try:
+        details = json.loads(row.get("details") or "{}")
+    except ValueError:
+        return {}
+    return details if isinstance(details, dict) else {}
 
 
 def first_line(exc: BaseException) -> str:

@@ -339,11 +339,13 @@ def _backfill_intervals(
     runs: Iterable[Mapping[str, Any]],
 ) -> Iterable[tuple[datetime, datetime, datetime]]:
     """(started_at, start, end) of every successful backfill run."""
+    from delta_tables.ledger import run_details
+
     for run in runs:
         if run.get("layer") != "backfill" or run.get("status") != "success":
             continue
         try:
-            details = json.loads(run.get("details") or "{}")
+            details = run_details(run)
             start = _utc(datetime.fromisoformat(details["start"]))
             end = _utc(datetime.fromisoformat(details["end"]))
             started = _utc(run["started_at"])

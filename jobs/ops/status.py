@@ -132,7 +132,7 @@ def spec_key(ref: Table) -> str:
 
 def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -> dict[str, Any]:
     """The status document of `dataset` (what `--json` prints)."""
-    from delta_tables.ledger import read_runs
+    from delta_tables.ledger import read_runs, run_details
 
     catalog = Catalog.load(config)
     spec = catalog.spec(dataset)
@@ -175,19 +175,11 @@ def collect_status(config: RunoffConfig, dataset: str, runs: int = RUNS_SHOWN) -
         "runs": [
             {
                 **{key: _jsonable(run.get(key)) for key in RUN_KEYS},
-                **{key: _details(run).get(key) for key in RUN_DETAILS},
+                **{key: run_details(run).get(key) for key in RUN_DETAILS},
             }
             for run in reversed(last_runs)
         ],
     }
-
-
-def _details(run: dict[str, Any]) -> dict[str, Any]:
-    try:
-        details = json.loads(run.get("details") or "{}")
-    except ValueError:
-        return {}
-    return details if isinstance(details, dict) else {}
 
 
 def _cell(value: Any) -> str:
