@@ -83,6 +83,12 @@ class DatasetTables:
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter((self.bronze, self.quarantine, *self.silver))
 
+    @property
+    def defined(self) -> tuple[Table, ...]:
+        """The tables that keep the definition they were built by (`delta_tables.definitions`):
+        bronze and silver."""
+        return (self.bronze, *self.silver)
+
     def named(self, name: str) -> Table:
         for table in self:
             if table.name == name:

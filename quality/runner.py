@@ -375,8 +375,7 @@ def _validate(
     results = catalog.quality_results.path
     started = time.monotonic()
     report = ValidationReport(run_id=record.run_id, dataset=dataset, layers=layers, full=full)
-    tables = catalog.tables(dataset)
-    report.definitions = definitions.built_by([tables.bronze, *tables.silver])
+    report.definitions = definitions.built_by(catalog.tables(dataset).defined)
     marks = history.last_validated(results, dataset)
     work: list[_Work] = []
     history_rows: list[history.ResultRow] = []

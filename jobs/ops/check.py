@@ -142,7 +142,7 @@ def _check_format(config: RunoffConfig, catalog: Catalog, names: Sequence[str]) 
     specs = [spec for spec in catalog.specs if not names or spec.name in names]
     for spec in specs:
         tables = catalog.tables(spec.name)
-        changed = definitions.changed_tables([tables.bronze, *tables.silver], spec)
+        changed = definitions.changed_tables(tables.defined, spec)
         print_outline(spec, tables, changed)
     refused = refused_files(catalog, names)
     problems = [line for lines in refused.values() for line in lines]
@@ -171,7 +171,7 @@ def cmd_check(config: RunoffConfig, args: argparse.Namespace) -> int:
     for plan in plans:
         if not plan.problems:
             tables = catalog.tables(plan.spec.name)
-            changed = definitions.changed_tables([tables.bronze, *tables.silver], plan.spec)
+            changed = definitions.changed_tables(tables.defined, plan.spec)
             print_plan(plan, plan.spec.schedule, changed)
     good = sum(1 for p in plans if not p.problems)
     say(summary(config, good, len(refused_files(catalog, names)) + len(plans) - good))
