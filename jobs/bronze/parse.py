@@ -292,15 +292,13 @@ def _parse_json(base: DataFrame, dataset: Dataset, schema: StructType) -> DataFr
     suspect = _non_string_pattern(value, [p[-1] for p in string_like])
     wrong = []
     for path, kind in leaves:
-        failed: Column | None = None
-        if len(path) > 1:
-            pass
-        elif isinstance(kind, _NESTED):
+        checks: list[Column] = []
+        if len(path) == 1 and isinstance(kind, _NESTED):
             # Spark keeps the rest of a struct, array or map whose part has the wrong type.
-            failed = corrupt & _fails_alone(value, schema[path[0]])
-        else:
-            failed = corrupt & F.col(path[0]).isNull() & as_text.getField(path[0]).isNotNull()
-        checks = [] if failed is None else [failed]
+            checks.append(corrupt & _fails_alone(value, schema[path[0]]))
+        elif len(path) == 1:
+            (name,) = path
+            checks.append(corrupt & F.col(name).isNull() & as_text.getField(name).isNotNull())
         if path in string_like:
             checks.append(suspect & _not_a_json_string(value, path))
         beyond = _beyond_its_type(_typed(path), kind)
