@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from upath import UPath
 
-from core.config import Location, RunoffConfig, data_location
+from core.config import Location, RunoffConfig, data_location, remove_tree
 from core.errors import ConfigError
 from core.specs import DatasetSpec, SpecError, SpecScan, scan
 from delta_tables import definitions
@@ -274,6 +274,9 @@ def ensure_table(spark: SparkSession, table: Table, schema: StructType | None = 
     struct = table.schema or schema
     if struct is None or table.exists:
         return False
+    # A log without a commit, left by a creation stopped before its first one: delta-spark
+    # takes the folder for a table and then finds none, so it goes, holding nothing.
+    remove_tree(table.path / "_delta_log")
     builder = (
         DeltaTable.createIfNotExists(spark)
         .location(str(table.path))

@@ -35,7 +35,16 @@ MERGE_CONF = {"spark.sql.adaptive.enabled": "false"}
 
 
 def is_delta_table(path: str | Location) -> bool:
-    return (as_location(path) / "_delta_log").is_dir()
+    """A Delta table is at `path`: its log holds a commit or a checkpoint. A `_delta_log` folder
+    without either (a creation stopped before its first commit) is no table: every reader
+    refuses it, and delta-spark creates the table there again."""
+    log = as_location(path) / "_delta_log"
+    if not log.is_dir():
+        return False
+    return any(
+        _COMMIT.fullmatch(entry.name) or _CHECKPOINT.fullmatch(entry.name)
+        for entry in log.iterdir()
+    )
 
 
 def table_version(path: str | Location) -> int:

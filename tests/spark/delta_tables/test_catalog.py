@@ -107,6 +107,21 @@ def test_ensure_table_creates_bronze_quarantine_and_the_run_ledger(
         assert table_version(table.path) == 0, table.name
 
 
+def test_ensure_table_creates_a_table_whose_creation_was_stopped_before_its_first_commit(
+    spark: SparkSession, interval_config: RunoffConfig
+) -> None:
+    """A process killed while creating a table leaves `_delta_log` without a commit: the next
+    run creates the table there, as if nothing were there."""
+    table = Catalog.load(interval_config).tables("events").quarantine
+    log = Path(str(table.path)) / "_delta_log"
+    log.mkdir(parents=True)
+    (log / ".00000000000000000000.json.tmp").write_text("{")  # the commit being written
+    assert not is_delta_table(table.path)
+    assert ensure_table(spark, table) is True
+    assert table_version(table.path) == 0
+    assert columns(spark, table.path) == nullable(QUARANTINE_SCHEMA)
+
+
 def test_ensure_table_creates_a_silver_table_from_the_given_schema(
     spark: SparkSession, interval_config: RunoffConfig
 ) -> None:
