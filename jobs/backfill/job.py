@@ -173,10 +173,10 @@ def interval_lines(
     from pyspark.sql import functions as F
 
     from jobs.bronze.long_lines import with_long_lines
-    from jobs.bronze.parse import SOURCE_BYTES, parse_lines
+    from jobs.bronze.parse import SOURCE_BYTES, kept, parse_lines
 
     raw = read_interval_lines(spark, folders, files)
-    parsed = parse_lines(raw, dataset).persist()
+    parsed = kept(parse_lines(raw, dataset))
     pattern = strip_segments_pattern(archive_segments(folders))
     uris = {f: str(f.location) if "://" in str(f.location) else f"file:{f.location}" for f in files}
     named = {re.sub(pattern, r"\1", uris[f]) if f.archived else uris[f]: f for f in files}
@@ -190,7 +190,7 @@ def interval_lines(
     )
     if skipped:
         parsed.unpersist()
-        parsed = parse_lines(raw, dataset).persist()
+        parsed = kept(parse_lines(raw, dataset))
     return parsed, skipped
 
 

@@ -86,6 +86,7 @@ from jobs.bronze.parse import (
     count_lines,
     good_rows,
     is_nested,
+    kept,
     parse_lines,
     quarantine_rows,
     unknown_fields,
@@ -386,7 +387,7 @@ class BronzeBatch:
         bronze_done, quarantine_done = done
         ingested_at = datetime.now(UTC)
         rules = [rule.name for rule in self.dataset.rules]
-        parsed = parse_lines(batch, self.dataset).persist()
+        parsed = kept(parse_lines(batch, self.dataset))
         try:
             counts = count_lines(parsed, rules, self.columns)
             states = batch_states(listed)
@@ -394,7 +395,7 @@ class BronzeBatch:
             batch, skipped = with_long_lines(batch.sparkSession, batch, parsed, counts.bytes, sizes)
             if skipped:  # lines the reader skipped: parsed again with them (quarantined)
                 parsed.unpersist()
-                parsed = parse_lines(batch, self.dataset).persist()
+                parsed = kept(parse_lines(batch, self.dataset))
                 counts = count_lines(parsed, rules, self.columns)
             vanished = vanished_files(states, parsed)
             self._record(states)
