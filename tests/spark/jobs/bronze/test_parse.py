@@ -41,6 +41,7 @@ from jobs.bronze.parse import (
     count_lines,
     event_time_bounds,
     good_rows,
+    kept,
     parse_lines,
     quarantine_rows,
     unrepresentable,
@@ -629,6 +630,36 @@ def test_quarantine_rows_number_every_line_of_each_file(spark: SparkSession) -> 
         if expected.classify("events", raw).kind == "malformed"
     )
     assert got == want
+
+
+def test_kept_lines_give_the_same_rows_and_hold_only_malformed_lines(
+    spark: SparkSession,
+) -> None:
+    """What a batch caches (`kept`): the same good and quarantine rows as the parse itself, and
+    a line kept only where it is malformed."""
+    lines = [b'{"time":1,"action":"Open"}', b"", b"oops", b'{"time":"x"}', b'{"time":2}']
+    rows = [(line, source("events"), 0) for line in lines]
+    dataset = seed("events")
+    parsed = parse_lines(raw_frame(spark, rows), dataset)
+    cached = kept(parsed)
+    try:
+        assert cached.is_cached
+        for made in (
+            lambda frame: good_rows(frame, dataset, BATCH_ID, INGESTED_AT),
+            lambda frame: quarantine_rows(frame, BATCH_ID, INGESTED_AT),
+        ):
+            assert sorted(made(cached).collect(), key=repr) == sorted(
+                made(parsed).collect(), key=repr
+            )
+        held = sorted((r["_raw"] or "", r["_error"] is not None) for r in cached.collect())
+        malformed = [
+            line.decode() for line in lines if expected.classify("events", line).kind == "malformed"
+        ]
+        assert held == sorted(
+            [("", False)] * (len(lines) - len(malformed)) + [(line, True) for line in malformed]
+        )
+    finally:
+        cached.unpersist()
 
 
 def test_quarantine_rows_carry_the_batch_and_ingest_date(spark: SparkSession) -> None:
