@@ -185,8 +185,8 @@ def parse_lines(raw: DataFrame, dataset: Dataset) -> DataFrame:
 def kept(parsed: DataFrame) -> DataFrame:
     """`parse_lines` output persisted (the caller unpersists) for the jobs that read it again,
     with `_raw` only where a quarantine row needs it (a malformed line): a valid record's line
-    was most of what the cache held. (The cache stays compressed: uncompressed, a batch of
-    10,000,000 `events` lines in one file ran a 1 GB driver out of memory.)"""
+    would be most of what the cache holds. The cache is compressed (Spark's default): without,
+    a batch of 10,000,000 `events` lines in one file ran a 1 GB driver out of memory."""
     return parsed.withColumn("_raw", F.when(F.col("_error").isNotNull(), F.col("_raw"))).persist()
 
 
