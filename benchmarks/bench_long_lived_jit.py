@@ -17,64 +17,24 @@ has every timing and the load averages before and after. Writes
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
-from benchmarks.result import (
-    in_turns,
-    load_average,
-    runoff_environment,
-    timed_command,
-    wall_and_cpu,
-    write_result,
-)
+from benchmarks.result import compare_test_sessions
 
-REPO = Path(__file__).resolve().parents[1]
 WORKLOAD = "tests/spark/jobs/silver"
-SPARK_MASTER = "local[2]"  # the test session's own
 REPETITIONS = 1
-PYTEST = (
-    "import sys, pytest; "
-    "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-o', 'addopts=', {path!r}]))"
-)
 DEFAULTS = "import jobs.spark; jobs.spark.LONG_LIVED_JIT = ''; "
 
 
-def timed_session(defaults: bool, label: str) -> dict[str, Any]:
-    code = (DEFAULTS if defaults else "") + PYTEST.format(path=WORKLOAD)
-    env = {**runoff_environment(SPARK_MASTER), "PYTHONPATH": str(REPO)}
-    return timed_command([sys.executable, "-c", code], env, label)
-
-
 def main() -> dict[str, Any]:
-    load_before = load_average()
-    os.chdir(REPO)
-    settings = {"fewer compiles": False, "JVM defaults": True}
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in settings}
-    for rep in range(REPETITIONS):
-        for name in in_turns(settings, rep):
-            runs[name].append(timed_session(settings[name], f"{WORKLOAD} ({name})"))
-    metrics = wall_and_cpu(
-        f"one session over `{WORKLOAD}`",
-        runs["fewer compiles"],
-        runs["JVM defaults"],
-        "the JVM's default C2 thresholds",
-    )
-    return write_result(
+    return compare_test_sessions(
         "long_lived_jit",
         "A long-lived driver: C2 thresholds x30 (`LONG_LIVED_JIT`) against the JVM's defaults, "
         "one session over the silver tests, medians",
-        metrics,
-        rerun="uv run --frozen python -m benchmarks.bench_long_lived_jit",
-        params={
-            "workload": WORKLOAD,
-            "repetitions": REPETITIONS,
-            "runs": runs,
-            "load_before": load_before,
-            "load_after": load_average(),
-        },
+        WORKLOAD,
+        {"fewer compiles": "", "JVM defaults": DEFAULTS},
+        REPETITIONS,
+        "the JVM's default C2 thresholds",
     )
 
 

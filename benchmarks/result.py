@@ -187,6 +187,54 @@ def wall_and_cpu(
     return metrics
 
 
+# One pytest session over a workload, in a Python process of its own (`-c`), after `prelude`.
+PYTEST_SESSION = (
+    "import sys, pytest; "
+    "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-o', 'addopts=', {path!r}]))"
+)
+
+
+def compare_test_sessions(
+    name: str,
+    description: str,
+    workload: str,
+    settings: Mapping[str, str],
+    repetitions: int,
+    baseline_label: str,
+) -> dict[str, Any]:
+    """A benchmark of two settings of the test session: for each of `settings` (a name ->
+    Python run before pytest starts, which sets it in that process; the first is measured, the
+    second its baseline) `repetitions` pytest sessions over `workload` on `local[2]`, in turns,
+    each timed by `timed_command`; the medians' wall and CPU ratios (`wall_and_cpu`) written as
+    `results/<name>.json`, every run and the load averages in its `params`."""
+    repo = Path(__file__).resolve().parents[1]
+    env = {**runoff_environment("local[2]"), "PYTHONPATH": str(repo)}
+    load_before = load_average()
+    runs: dict[str, list[dict[str, Any]]] = {setting: [] for setting in settings}
+    os.chdir(repo)
+    for rep in range(repetitions):
+        for setting in in_turns(settings, rep):
+            code = settings[setting] + PYTEST_SESSION.format(path=workload)
+            label = f"{workload} ({setting})"
+            runs[setting].append(timed_command([sys.executable, "-c", code], env, label))
+    measured, baseline = settings
+    return write_result(
+        name,
+        description,
+        wall_and_cpu(
+            f"one session over `{workload}`", runs[measured], runs[baseline], baseline_label
+        ),
+        rerun=f"uv run --frozen python -m benchmarks.bench_{name}",
+        params={
+            "workload": workload,
+            "repetitions": repetitions,
+            "runs": runs,
+            "load_before": load_before,
+            "load_after": load_average(),
+        },
+    )
+
+
 def runoff_command() -> list[str]:
     """The venv's `runoff` script (else `python -m jobs.cli`, the same entry point): benchmarks
     run each step as its own process, as an Airflow task does."""
