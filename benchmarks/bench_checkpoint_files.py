@@ -3,7 +3,7 @@
 `jobs.spark.FILE_SYSTEM_CHECKPOINTS` makes Spark write a stream's checkpoint files (offsets,
 commits, state, their checksums) through Hadoop's FileSystem API. Spark's default is the
 FileContext API, whose rename on the local file system asks for the link status of each path:
-Hadoop answers it by starting a `readlink` process, and each file it creates by starting `chmod`.
+Hadoop answers it by starting a `readlink` process. (Both start `chmod` for each file created.)
 
 The workload is one session (`local[2]`, as the test session's) running
 `tests/spark/jobs/silver/test_batches.py`: two datasets' silver tables built one file per

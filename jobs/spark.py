@@ -276,9 +276,9 @@ def get_spark(
         # Checkpoint files through Hadoop's FileSystem API (write a temporary file, rename it:
         # atomic on a local disk and on HDFS), not its FileContext API: on the local file system
         # FileContext's rename asks for each path's link status, which Hadoop answers by starting
-        # `readlink` (and each create starts `chmod`), some 40 processes a micro-batch, each
-        # about 5 ms of the driver's time. Checksum files (`.<name>.crc`) are written and checked
-        # as before.
+        # a `readlink` process, some 40 a micro-batch, each about 5 ms of the driver's time. (Both
+        # APIs start `chmod` for each file they create: Hadoop's local file system does.) Checksum
+        # files (`.<name>.crc`) are written and checked as before.
         .config("spark.sql.streaming.checkpointFileManagerClass", FILE_SYSTEM_CHECKPOINTS)
         # Parquet timestamps as INT64 micros with statistics, readable by every Delta reader.
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
